@@ -1,0 +1,189 @@
+"""Version-compatibility facts (data/compat.yaml) and the lookups the validator needs.
+
+The data file is the product's knowledge: which torch builds exist for which CUDA, which
+cuDNN and NCCL each bundles, which Python each has wheels for, what each NGC release holds
+and which driver each CUDA needs. Code here only reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """Numeric sort key for dotted versions ('2.10.0' after '2.9.1'); junk sorts first."""
+    parts = []
+    for piece in version.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else -1)
+    return tuple(parts)
+
+
+def matches(short: str, full: str | None) -> bool:
+    """True when `short` ('2.3', '12.1') is `full` ('2.3.1', '12.1') or a prefix of it."""
+    if full is None:
+        return False
+    want, have = short.split("."), full.split("+")[0].split(".")
+    return have[: len(want)] == want
+
+
+@dataclass(frozen=True)
+class TorchBuild:
+    """One CUDA build of a torch release (a cuXYZ wheel index)."""
+
+    variant: str
+    cuda: str
+    default: bool
+    cudnn: str | None
+    nccl: str | None
+    archs: tuple[str, ...]
+    sources: dict[str, list[str]]
+    unconfirmed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    version: str
+    python: tuple[str, ...]
+    torchvision: str | None
+    torchaudio: str | None
+    builds: tuple[TorchBuild, ...]
+    sources: tuple[str, ...]
+
+    def build_for(self, cuda: str) -> TorchBuild | None:
+        return next((b for b in self.builds if matches(b.cuda, cuda) or b.cuda == cuda), None)
+
+
+@dataclass(frozen=True)
+class NgcRelease:
+    release: str
+    image: str
+    pytorch: str | None
+    cuda: str | None
+    cudnn: str | None
+    nccl: str | None
+    python: str | None
+    ubuntu: str | None
+    sources: tuple[str, ...]
+    unconfirmed: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        """Usable for an image: every version an image label declares is recorded."""
+        return all((self.pytorch, self.cuda, self.cudnn, self.nccl, self.python))
+
+
+@dataclass(frozen=True)
+class OsRelease:
+    key: str
+    image: str
+    python: str
+    unconfirmed: bool
+
+
+@dataclass(frozen=True)
+class CompatData:
+    sources: dict[str, str]
+    torch: tuple[TorchRelease, ...]
+    ngc: tuple[NgcRelease, ...]
+    toolkit_driver: dict[str, str]
+    family_driver: dict[str, str]
+    ubuntu_by_cuda: dict[str, tuple[str, ...]]
+    os_releases: tuple[OsRelease, ...]
+
+    def torch_release(self, version: str) -> TorchRelease | None:
+        """Exact release, or the newest patch of a short version ('2.3' -> 2.3.1)."""
+        found = [r for r in self.torch if r.version == version or matches(version, r.version)]
+        return max(found, key=lambda r: version_key(r.version), default=None)
+
+    def torch_versions(self) -> list[str]:
+        return [r.version for r in self.torch]
+
+    def ngc_release(self, release: str) -> NgcRelease | None:
+        return next((r for r in self.ngc if r.release == release), None)
+
+    def cuda_patches(self, cuda: str) -> list[str]:
+        """nvidia/cuda X.Y.Z versions with published images for `cuda` (X.Y or X.Y.Z), oldest first."""
+        found = [v for v in self.ubuntu_by_cuda if matches(cuda, v)]
+        return sorted(found, key=version_key)
+
+    def min_driver(self, cuda: str) -> str | None:
+        """Linux driver the CUDA toolkit X.Y.Z (or newest known X.Y patch) requires."""
+        found = [v for v in self.toolkit_driver if matches(cuda, v)]
+        exact = max(found, key=version_key, default=None)
+        return self.toolkit_driver[exact] if exact else None
+
+    def family_min_driver(self, cuda: str) -> str | None:
+        """Oldest driver that runs CUDA X.* through minor-version compatibility."""
+        return self.family_driver.get(cuda.split(".")[0])
+
+    def os_for_python(self, python: str) -> OsRelease | None:
+        return next((o for o in self.os_releases if o.python == python), None)
+
+
+@cache
+def load() -> CompatData:
+    """The packaged compatibility data (read once per process)."""
+    text = resources.files("torchimages").joinpath("data/compat.yaml").read_text(encoding="utf-8")
+    return parse(yaml.safe_load(text))
+
+
+def parse(raw: dict[str, Any]) -> CompatData:
+    os_raw = raw["os_python"]
+    unsure = set(os_raw.get("unconfirmed", []))
+    return CompatData(
+        sources=raw["sources"],
+        torch=tuple(_torch(r) for r in raw["torch"]),
+        ngc=tuple(_ngc(r) for r in raw["ngc"]),
+        toolkit_driver=raw["cuda_min_driver"]["toolkit"],
+        family_driver=raw["cuda_min_driver"]["minor_version_compat_family"],
+        ubuntu_by_cuda={k: tuple(v) for k, v in raw["cuda_image_tags"]["ubuntu_by_cuda"].items()},
+        os_releases=tuple(
+            OsRelease(key=k, image=v["image"], python=v["python"], unconfirmed=k in unsure)
+            for k, v in os_raw["releases"].items()
+        ),
+    )
+
+
+def _torch(row: dict[str, Any]) -> TorchRelease:
+    builds = tuple(
+        TorchBuild(
+            variant=b["variant"],
+            cuda=b["cuda"],
+            default=b["default"],
+            cudnn=b["cudnn"],
+            nccl=b["nccl"],
+            archs=tuple(b.get("archs") or ()),
+            sources=b["sources"],
+            unconfirmed=tuple(b.get("unconfirmed", ())),
+        )
+        for b in row["builds"]
+    )
+    return TorchRelease(
+        version=row["version"],
+        python=tuple(row["python"]),
+        torchvision=row.get("torchvision"),
+        torchaudio=row.get("torchaudio"),
+        builds=builds,
+        sources=tuple(row["python_sources"]),
+    )
+
+
+def _ngc(row: dict[str, Any]) -> NgcRelease:
+    return NgcRelease(
+        release=row["release"],
+        image=row["image"],
+        pytorch=row.get("pytorch"),
+        cuda=row.get("cuda"),
+        cudnn=row.get("cudnn"),
+        nccl=row.get("nccl"),
+        python=row.get("python"),
+        ubuntu=row.get("ubuntu"),
+        sources=tuple(row["sources"]),
+        unconfirmed=tuple(row.get("unconfirmed", ())),
+    )

@@ -1,0 +1,193 @@
+"""matrix.yaml: load, check its shape, and expand it into a flat list of entries.
+
+Shape errors (unknown keys, wrong types, YAML syntax, an empty file) are found here, with
+line numbers; version compatibility is checked afterwards by `specs`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import Problem, UserError
+from .yamlsource import Located, load_file, load_text
+
+FLAVORS = ("cuda", "ngc", "cpu")
+VARIANTS = ("jupyter", "ssh")
+STRING_FIELDS = ("name", "flavor", "torch", "cuda", "cudnn", "python", "ngc", "base_image")
+LIST_FIELDS = ("variants", "apt", "pip")
+ENTRY_FIELDS = STRING_FIELDS + LIST_FIELDS
+TOP_FIELDS = ("registry", "images", "matrix")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One image as written (or expanded), before compatibility checks."""
+
+    origin: str
+    line: int | None
+    values: dict[str, Any]
+
+    def get(self, field: str) -> Any:
+        return self.values.get(field)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    file: str
+    registry: str
+    entries: tuple[Entry, ...]
+    located: Located
+
+
+def load(path: Path) -> Matrix:
+    return parse(load_file(path))
+
+
+def loads(text: str, file: str = "matrix.yaml") -> Matrix:
+    return parse(load_text(text, file))
+
+
+def parse(doc: Located) -> Matrix:
+    """Check the top level and every entry's shape; raise one UserError listing all problems."""
+    problems: list[Problem] = []
+    data = doc.data
+    if data is None:
+        raise UserError([Problem(doc.file, None, None, None, "the file is empty: it needs 'registry' and 'images'")])
+    if not isinstance(data, dict):
+        raise UserError([Problem(doc.file, doc.line(()), None, None,
+                                 f"the top level must be a mapping with {_names(TOP_FIELDS)}, not {_kind(data)}")])
+    for key in data:
+        if key not in TOP_FIELDS:
+            problems.append(Problem(doc.file, doc.line((str(key),)), None, str(key),
+                                    f"unknown top-level key; valid keys: {_names(TOP_FIELDS)}"))
+    registry = data.get("registry")
+    if not isinstance(registry, str) or not registry:
+        problems.append(Problem(doc.file, doc.line(("registry",)), None, "registry",
+                                "required: a non-empty string such as 'registry.example.com/ml/pytorch'"))
+    entries = _listed_entries(doc, problems) + _matrix_entries(doc, problems)
+    if not entries and not problems:
+        problems.append(Problem(doc.file, doc.line(()), None, "images", "no images: add entries under 'images' or a 'matrix' block"))
+    for entry in entries:
+        problems += check_entry_shape(doc.file, entry, doc)
+    if problems:
+        raise UserError(problems)
+    return Matrix(file=doc.file, registry=str(registry), entries=tuple(entries), located=doc)
+
+
+def _listed_entries(doc: Located, problems: list[Problem]) -> list[Entry]:
+    images = doc.data.get("images")
+    if images is None:
+        return []
+    if not isinstance(images, list):
+        problems.append(Problem(doc.file, doc.line(("images",)), None, "images", f"must be a list of entries, not {_kind(images)}"))
+        return []
+    entries = []
+    for index, item in enumerate(images):
+        origin = f"images[{index}]"
+        if not isinstance(item, dict):
+            problems.append(Problem(doc.file, doc.line(("images", index)), origin, None,
+                                    f"an entry must be a mapping of {_names(ENTRY_FIELDS)}, not {_kind(item)}"))
+            continue
+        label = f"{origin} '{item['name']}'" if isinstance(item.get("name"), str) else origin
+        entries.append(Entry(origin=label, line=doc.line(("images", index)), values=dict(item)))
+    return entries
+
+
+def _matrix_entries(doc: Located, problems: list[Problem]) -> list[Entry]:
+    block = doc.data.get("matrix")
+    if block is None:
+        return []
+    line = doc.line(("matrix",))
+    before = len(problems)
+    if not isinstance(block, dict):
+        problems.append(Problem(doc.file, line, "matrix", None, f"must be a mapping of axes, not {_kind(block)}"))
+        return []
+    for key, values in block.items():
+        key_line = doc.line(("matrix", str(key)))
+        if key in ("include", "exclude"):
+            if not isinstance(values, list) or not all(isinstance(v, dict) for v in values):
+                problems.append(Problem(doc.file, key_line, "matrix", str(key), "must be a list of mappings"))
+            continue
+        if key not in ENTRY_FIELDS or key == "name":
+            valid = [f for f in ENTRY_FIELDS if f != "name"]
+            problems.append(Problem(doc.file, key_line, "matrix", str(key),
+                                    f"unknown axis; axes are entry fields: {_names(valid)}, plus include/exclude"))
+        elif not isinstance(values, list) or not values:
+            problems.append(Problem(doc.file, key_line, "matrix", str(key), "an axis must be a non-empty list of values"))
+    if len(problems) > before:
+        return []
+    return [Entry(origin=f"matrix combination {_short(c)}", line=line, values=c) for c in expand(block)]
+
+
+def expand(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """Expand axes with include/exclude the way a GitHub Actions job matrix does.
+
+    The product of the axes, minus combinations matching an `exclude` item (all its keys), then
+    each `include` item is merged into every combination whose original axis values it does
+    not change; an item that fits no combination becomes a combination of its own.
+    """
+    axes = {k: v for k, v in block.items() if k not in ("include", "exclude")}
+    combos = [dict(zip(axes, values)) for values in itertools.product(*axes.values())] if axes else []
+    for excluded in block.get("exclude") or []:
+        combos = [c for c in combos if not all(c.get(k) == v for k, v in excluded.items())]
+    originals = list(combos)
+    for included in block.get("include") or []:
+        fitting = [c for c in originals if all(c[k] == v for k, v in included.items() if k in axes)]
+        for combo in fitting:
+            combo.update(included)
+        if not fitting:
+            combos.append(dict(included))
+    return combos
+
+
+def check_entry_shape(file: str, entry: Entry, doc: Located) -> list[Problem]:
+    """Unknown keys and wrong types of one entry."""
+    problems = []
+
+    def problem(field: str, message: str) -> None:
+        problems.append(Problem(file, _field_line(doc, entry, field), entry.origin, field, message))
+
+    for key, value in entry.values.items():
+        if key not in ENTRY_FIELDS:
+            problem(str(key), f"unknown key; valid keys: {_names(ENTRY_FIELDS)}")
+        elif key in STRING_FIELDS and not isinstance(value, str):
+            hint = f' (versions are strings: write {key}: "{value}")' if isinstance(value, (int, float)) else ""
+            problem(key, f"must be a string, not {_kind(value)}{hint}")
+        elif key in LIST_FIELDS and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
+            problem(key, f"must be a list of strings, not {_kind(value)}")
+    flavor = entry.get("flavor")
+    if flavor is None:
+        problem("flavor", f"required; one of {_names(FLAVORS)}")
+    elif isinstance(flavor, str) and flavor not in FLAVORS:
+        problem("flavor", f"unknown flavor '{flavor}'; valid: {_names(FLAVORS)}")
+    variants = entry.get("variants")
+    if isinstance(variants, list):
+        for variant in variants:
+            if isinstance(variant, str) and variant not in VARIANTS:
+                problem("variants", f"unknown variant '{variant}'; valid: {_names(VARIANTS)} (the base image is always built)")
+        if len(set(map(str, variants))) != len(variants):
+            problem("variants", "lists a variant twice")
+    return problems
+
+
+def _field_line(doc: Located, entry: Entry, field: str) -> int | None:
+    if entry.origin.startswith("images["):
+        index = int(entry.origin.split("[")[1].split("]")[0])
+        return doc.line(("images", index, field))
+    return entry.line
+
+
+def _names(items: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(items)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "empty"}.get(type(value), type(value).__name__)
+
+
+def _short(combo: dict[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in combo.items() if not isinstance(v, list)) + "}"

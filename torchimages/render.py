@@ -1,0 +1,156 @@
+"""Render each image's build context (Dockerfile plus the files it copies) from the template.
+
+Output is deterministic: the same matrix, template and release tag give the same bytes, so
+the rendered images/ folder can be committed and checked for staleness.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from .settings import SETTINGS, Settings
+from .specs import ImageSpec, Plan
+
+TEMPLATE = "Dockerfile.j2"
+MARKER = "rendered.json"
+EXECUTABLE = {"start-jupyter", "jupyter-healthcheck", "start-sshd"}
+
+
+@dataclass(frozen=True)
+class Context:
+    """One image's build context: where it goes and what it holds."""
+
+    image: str
+    variant: str  # "base", "jupyter" or "ssh"
+    spec: ImageSpec
+    files: dict[str, str]  # path inside the context -> content
+
+
+def environment(settings: Settings = SETTINGS) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(settings.templates)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def labels(plan: Plan, spec: ImageSpec, release: str, variant: str, settings: Settings = SETTINGS) -> dict[str, str]:
+    """OCI labels plus the versions a user (and the smoke suite) can read off the image."""
+    prefix = settings.label_prefix
+    found = {
+        "org.opencontainers.image.title": spec.name if variant == "base" else f"{spec.name}-{variant}",
+        "org.opencontainers.image.description": _description(spec, variant),
+        "org.opencontainers.image.version": release,
+        "org.opencontainers.image.source": settings.source_url,
+        "org.opencontainers.image.base.name": spec.base_image if variant == "base" else plan.tag(release, spec.name),
+        f"{prefix}.flavor": spec.flavor,
+        f"{prefix}.variant": variant,
+        f"{prefix}.torch": spec.torch,
+        f"{prefix}.python": spec.python,
+        f"{prefix}.cuda": spec.cuda or "none",
+        f"{prefix}.cudnn": spec.cudnn or "none",
+        f"{prefix}.nccl": spec.nccl or "none",
+        f"{prefix}.min-driver": spec.min_driver or "none",
+        f"{prefix}.min-driver-minor-compat": spec.min_driver_compat or "none",
+    }
+    if spec.ngc:
+        found[f"{prefix}.ngc"] = spec.ngc
+    return found
+
+
+def _description(spec: ImageSpec, variant: str) -> str:
+    stack = f"PyTorch {spec.torch}, Python {spec.python}"
+    if spec.cuda:
+        stack += f", CUDA {spec.cuda}, cuDNN {spec.cudnn}, NCCL {spec.nccl}"
+    extra = {"base": "", "jupyter": " with JupyterLab", "ssh": " with an SSH server"}[variant]
+    return stack + extra
+
+
+def contexts(plan: Plan, release: str, settings: Settings = SETTINGS) -> list[Context]:
+    """Every image's context, bases before their variants."""
+    env = environment(settings)
+    out = []
+    for spec in plan.specs:
+        for variant in ("base", *spec.variants):
+            image = spec.name if variant == "base" else f"{spec.name}-{variant}"
+            out.append(Context(image, variant, spec, _files(env, plan, spec, variant, release, settings)))
+    return out
+
+
+def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, variant: str, release: str,
+           settings: Settings) -> dict[str, str]:
+    values = {
+        "spec": spec, "variant": variant, "release": release, "settings": settings,
+        "labels": labels(plan, spec, release, variant, settings),
+        "base_tag": plan.tag(release, spec.name), "template": TEMPLATE, "matrix_file": Path(plan.file).name,
+    }
+    files = {"Dockerfile": env.get_template(TEMPLATE).render(values)}
+    files.update(_static_files(env, variant, values))
+    return files
+
+
+def _static_files(env: jinja2.Environment, variant: str, values: dict) -> dict[str, str]:
+    """Files a context COPYs: the build-config folder, and each variant's scripts."""
+    files = {
+        "build-config/network-env.sh": env.get_template("files/network-env.sh").render(values),
+        "build-config/extra-ca.pem": "",
+        "build-config/wheelhouse/.keep": "",
+    }
+    names = {"jupyter": ["start-jupyter", "jupyter-healthcheck"], "ssh": ["start-sshd", "sshd_config", "profile.sh"]}
+    for name in names.get(variant, []):
+        files[f"{variant}/{name}"] = env.get_template(f"files/{name}").render(values)
+    return files
+
+
+def write(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) -> list[Path]:
+    """Replace `out` with freshly rendered contexts; return the Dockerfiles written."""
+    rendered = contexts(plan, release, settings)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    dockerfiles = []
+    for context in rendered:
+        for relative, content in sorted(context.files.items()):
+            path = out / context.image / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="utf-8")
+            path.chmod(0o755 if path.name in EXECUTABLE else 0o644)
+        dockerfiles.append(out / context.image / "Dockerfile")
+    marker = {"release": release, "matrix": Path(plan.file).name, "images": [c.image for c in rendered]}
+    (out / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    return dockerfiles
+
+
+def rendered_release(out: Path) -> str | None:
+    """The release tag the committed contexts were rendered with, if any."""
+    try:
+        return json.loads((out / MARKER).read_text())["release"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def stale_paths(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) -> list[str]:
+    """Paths under `out` that differ from a fresh render (missing, extra or changed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / "images"
+        write(plan, release, fresh, settings)
+        return _diff(fresh, out)
+
+
+def _diff(fresh: Path, current: Path) -> list[str]:
+    if not current.is_dir():
+        return [str(current)]
+    want = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
+    have = {p.relative_to(current) for p in current.rglob("*") if p.is_file()}
+    changed = [p for p in want & have if not filecmp.cmp(fresh / p, current / p, shallow=False)]
+    return sorted(str(current / p) for p in (want ^ have) | set(changed))
