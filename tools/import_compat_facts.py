@@ -151,7 +151,7 @@ def ngc_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
         unconfirmed = []
         for field in ("pytorch", "cuda", "cudnn", "nccl", "python", "ubuntu"):
             raw = str(entry.get(field) or "")
-            value = raw.split(" ")[0] if field == "pytorch" else first_version(raw)
+            value = raw.split(" ", maxsplit=1)[0] if field == "pytorch" else first_version(raw)
             row[field] = value or None
             if value and UNSURE.search(raw):
                 unconfirmed.append(field)

@@ -13,13 +13,12 @@ from rich.table import Table
 from . import matrix as matrix_stage
 from . import render as render_stage
 from .errors import UserError
-from .settings import SETTINGS
 from .specs import Plan, resolve
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 240)
 matrix_option = click.option("--matrix", "matrix_path", type=click.Path(path_type=Path), default=Path("matrix.yaml"),
-                             show_default="matrix.yaml", help="The matrix file.")
+                             show_default=True, help="The matrix file.")
 
 
 def load_plan(path: Path, quiet: bool = False) -> Plan:
@@ -46,7 +45,7 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None) -> None:
         return
     if not release:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
-    ctx.invoke(render, matrix_path=matrix_path, release=release, out_dir=SETTINGS.images, check=False)
+    ctx.invoke(render, matrix_path=matrix_path, release=release, out_dir=Path("images"), check=False)
     err.print("note: build, smoke test and publish are not implemented yet; rendered contexts only")
 
 
@@ -91,7 +90,7 @@ def render(matrix_path: Path, release: str | None, out_dir: Path, check: bool) -
 def list_matrix(matrix_path: Path, release: str | None, fmt: str) -> None:
     """List the expanded images: name, variant, tag, flavor and versions."""
     plan = load_plan(matrix_path, quiet=fmt != "table")
-    release = release or render_stage.rendered_release(SETTINGS.images) or "dev"
+    release = release or render_stage.rendered_release(Path("images")) or "dev"
     rows = image_rows(plan, release)
     if fmt == "github":
         click.echo(json.dumps({"include": rows}, separators=(",", ":")))
@@ -105,7 +104,7 @@ def image_rows(plan: Plan, release: str) -> list[dict[str, str | None]]:
     """One row per image (bases and variants), in build order."""
     rows = []
     for spec in plan.specs:
-        for variant, image in zip(("base", *spec.variants), spec.image_names()):
+        for variant, image in zip(("base", *spec.variants), spec.image_names(), strict=True):
             rows.append({
                 "image": image, "entry": spec.name, "variant": variant, "tag": plan.tag(release, image),
                 "flavor": spec.flavor, "torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn,

@@ -120,7 +120,7 @@ class CompatData:
 
     def family_min_driver(self, cuda: str) -> str | None:
         """Oldest driver that runs CUDA X.* through minor-version compatibility."""
-        return self.family_driver.get(cuda.split(".")[0])
+        return self.family_driver.get(cuda.split(".", maxsplit=1)[0])
 
     def os_for_python(self, python: str) -> OsRelease | None:
         return next((o for o in self.os_releases if o.python == python), None)

@@ -130,7 +130,7 @@ def expand(block: dict[str, Any]) -> list[dict[str, Any]]:
     not change; an item that fits no combination becomes a combination of its own.
     """
     axes = {k: v for k, v in block.items() if k not in ("include", "exclude")}
-    combos = [dict(zip(axes, values)) for values in itertools.product(*axes.values())] if axes else []
+    combos = [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())] if axes else []
     for excluded in block.get("exclude") or []:
         combos = [c for c in combos if not all(c.get(k) == v for k, v in excluded.items())]
     originals = list(combos)

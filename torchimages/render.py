@@ -83,11 +83,11 @@ def contexts(plan: Plan, release: str, settings: Settings = SETTINGS) -> list[Co
     for spec in plan.specs:
         for variant in ("base", *spec.variants):
             image = spec.name if variant == "base" else f"{spec.name}-{variant}"
-            out.append(Context(image, variant, spec, _files(env, plan, spec, variant, release, settings)))
+            out.append(Context(image, variant, spec, _files(env, plan, spec, variant=variant, release=release, settings=settings)))
     return out
 
 
-def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, variant: str, release: str,
+def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, *, variant: str, release: str,
            settings: Settings) -> dict[str, str]:
     values = {
         "spec": spec, "variant": variant, "release": release, "settings": settings,

@@ -219,8 +219,8 @@ class _EntryResolver:
         self._note_unconfirmed(f"NGC {wanted}", release.unconfirmed)
         return {
             "derived_name": f"ngc{wanted}-torch{_short(release.pytorch)}-cu{release.cuda.replace('.', '')[:3]}"
-                            f"-cudnn{_short(release.cudnn)}-py{release.python}",
-            "torch": release.pytorch, "python": release.python, "ngc": wanted,
+                            f"-cudnn{_short(release.cudnn)}-py{_short(release.python)}",
+            "torch": release.pytorch, "python": _short(release.python), "ngc": wanted,
             "cuda": ".".join(release.cuda.split(".")[:2]), "cuda_image": ".".join(release.cuda.split(".")[:3]),
             "cudnn": release.cudnn, "nccl": release.nccl,
             "base_image": self.entry.get("base_image") or release.image, "python_source": "ngc",
@@ -266,7 +266,7 @@ class _EntryResolver:
             if override:
                 self.warnings.append(f"no nvidia/cuda image is recorded for CUDA {cuda}; using base_image as given")
                 return None, override, "managed"
-            known = ", ".join(v for v in self.data.ubuntu_by_cuda if matches(build_cuda.split(".")[0], v))
+            known = ", ".join(v for v in self.data.ubuntu_by_cuda if matches(build_cuda.split(".", maxsplit=1)[0], v))
             self.fail("cuda", f"no nvidia/cuda image is recorded for CUDA {cuda}; known: {known}")
             return None, None, "managed"
         patch = patches[-1]
@@ -302,7 +302,7 @@ class _EntryResolver:
 
 def _short(version: str) -> str:
     """'8.9.2.26' -> '8.9'; '2.11.0a0+abc' -> '2.11'."""
-    return ".".join(version.split("+")[0].split(".")[:2])
+    return ".".join(version.split("+", maxsplit=1)[0].split(".")[:2])
 
 
 def _pip_name(requirement: str) -> str:

@@ -35,8 +35,9 @@ class Located:
 
 def load_text(text: str, file: str) -> Located:
     """Parse `text`; any YAML error becomes a UserError naming file and line."""
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         located = Located(file=file, data=None)
         if node is not None:
@@ -47,10 +48,15 @@ def load_text(text: str, file: str) -> Located:
         line = mark.line + 1 if mark else None
         reason = " ".join(str(x) for x in (exc.context, exc.problem) if x)
         raise UserError([Problem(file, line, None, None, f"YAML syntax error: {reason}")]) from None
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        raise UserError([Problem(file, line, None, None, f"YAML error: character {exc.character!r} is not allowed")]) from None
     except yaml.YAMLError as exc:
-        raise UserError([Problem(file, None, None, None, f"YAML error: {exc}")]) from None
+        reason = str(exc).splitlines()[0]
+        raise UserError([Problem(file, None, None, None, f"YAML error: {reason}")]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_file(path: Path) -> Located:

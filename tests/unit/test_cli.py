@@ -1,0 +1,74 @@
+"""The commands as a user runs them: exit codes, messages, never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_cli
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_validate_default_matrix() -> None:
+    result = run_cli("validate")
+    assert result.returncode == 0, result.stderr
+    assert "matrix.yaml: valid: 4 entries, 12 images" in result.stdout
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", "error: {path}: the file is empty"),
+    ("registry: a.b/c\nimages:\n  - {flavor: cuda, torch: '2.7', cuda: '12.8', cudnn: '8', python: '3.11'}\n",
+     "error: {path}:3: images[0]: field 'cudnn': torch 2.7.1 (cu128) bundles cuDNN 9.7.1.26, not 8"),
+    ("registry: a.b/c\nimages: [\n", "error: {path}:3: YAML syntax error"),
+])
+def test_bad_input_exits_2_with_file_entry_field(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, text)
+    for command in (["validate"], ["render", "--tag", "v1", "--out", str(tmp_path / "out")], ["matrix"]):
+        result = run_cli(*command, "--matrix", str(path))
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert expected.format(path=path) in result.stderr
+        assert "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / "out").exists(), "nothing is rendered from an invalid matrix"
+
+
+def test_missing_matrix_file(tmp_path: Path) -> None:
+    result = run_cli("validate", "--matrix", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert f"error: {tmp_path / 'nope.yaml'}: cannot read file" in result.stderr
+
+
+def test_matrix_github_format_lists_every_image() -> None:
+    result = run_cli("matrix", "--format", "github", "--tag", "v2.7")
+    assert result.returncode == 0, result.stderr
+    include = json.loads(result.stdout)["include"]
+    assert len(include) == 12
+    assert {row["variant"] for row in include} == {"base", "jupyter", "ssh"}
+    first = include[0]
+    assert first["tag"] == "registry.example.com/ml/pytorch:v2.7-torch2.3.1-cu121-cudnn8.9-py3.11"
+    assert (first["torch"], first["cuda"], first["cudnn"], first["python"]) == ("2.3.1", "12.1", "8.9.2.26", "3.11")
+
+
+def test_matrix_table_and_json() -> None:
+    table = run_cli("matrix", "--tag", "v2.7")
+    assert table.returncode == 0 and "torch2.13.0-cpu-py3.11-jupyter" in table.stdout
+    rows = json.loads(run_cli("matrix", "--format", "json").stdout)
+    assert rows[-1]["image"] == "torch2.13.0-cpu-py3.11-ssh" and rows[-1]["flavor"] == "cpu"
+
+
+def test_main_command_renders(tmp_path: Path) -> None:
+    path = write(tmp_path, "registry: a.b/c\nimages:\n  - {flavor: cpu, torch: '2.13.0', python: '3.11'}\n")
+    result = run_cli("--matrix", str(path), "--tag", "v3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "images" / "torch2.13.0-cpu-py3.11" / "Dockerfile").is_file()
+
+
+def test_render_requires_a_tag() -> None:
+    result = run_cli("render", "--out", "/tmp/unused-render-out")
+    assert result.returncode == 2 and "--tag is required" in result.stderr

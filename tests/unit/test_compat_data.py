@@ -1,0 +1,56 @@
+"""The compatibility data: complete for 2.0..newest, every row sourced, known facts intact."""
+
+from __future__ import annotations
+
+from torchimages import compat
+
+DATA = compat.load()
+
+
+def test_every_torch_minor_from_2_0_to_2_15() -> None:
+    minors = {".".join(r.version.split(".")[:2]) for r in DATA.torch}
+    assert {f"2.{n}" for n in range(16)} <= minors
+
+
+def test_every_cited_source_is_defined() -> None:
+    cited = set()
+    for release in DATA.torch:
+        cited.update(release.sources)
+        for build in release.builds:
+            for keys in build.sources.values():
+                cited.update(keys)
+    for release in DATA.ngc:
+        cited.update(release.sources)
+    assert cited - set(DATA.sources) == set()
+    assert all(build.sources["build"] or "build" in build.unconfirmed for r in DATA.torch for build in r.builds)
+
+
+def test_pypi_pinned_facts() -> None:
+    build = DATA.torch_release("2.3.1").build_for("12.1")
+    assert (build.cudnn, build.nccl, build.default) == ("8.9.2.26", "2.20.5", True)
+    assert DATA.torch_release("2.7").build_for("12.8").cudnn == "9.7.1.26"
+    assert DATA.torch_release("2.11.0").build_for("13.0").cudnn == "9.19.0.56", "wheel pin beats RELEASE.md"
+
+
+def test_short_versions_resolve_to_newest_patch() -> None:
+    assert DATA.torch_release("2.3").version == "2.3.1"
+    assert DATA.torch_release("2.1").version == "2.1.2", "2.1 must not match 2.10"
+    assert DATA.torch_release("2.10").version == "2.10.0"
+
+
+def test_drivers() -> None:
+    assert DATA.min_driver("12.1.1") == "530.30.02"
+    assert DATA.min_driver("12.8") == "570.124.06", "newest known patch of 12.8"
+    assert DATA.family_min_driver("12.4") == "525"
+    assert DATA.family_min_driver("13.0") == "580"
+
+
+def test_cuda_image_tags() -> None:
+    assert DATA.cuda_patches("12.1") == ["12.1.0", "12.1.1"]
+    assert "24.04" in DATA.ubuntu_by_cuda["13.0.2"]
+
+
+def test_unconfirmed_marks_survive_import() -> None:
+    release = DATA.ngc_release("26.03")
+    assert "cudnn" in release.unconfirmed
+    assert "nccl" in DATA.torch_release("2.3.1").build_for("11.8").unconfirmed
