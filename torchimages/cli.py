@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from . import buildstage
 from . import matrix as matrix_stage
 from . import render as render_stage
+from .buildinputs import BuildInputs
+from .buildstage import BuildOptions
 from .errors import UserError
+from .matrix import FLAVORS, VARIANTS
 from .specs import Plan, resolve
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -31,22 +36,102 @@ def load_plan(path: Path, quiet: bool = False) -> Plan:
     return plan
 
 
+def build_options(function: Callable[..., None]) -> Callable[..., None]:
+    """Options shared by `build` and the default command."""
+    options = [
+        click.option("--only", multiple=True, metavar="GLOB", help="Image names to build (repeatable); a variant brings its base."),
+        click.option("--flavor", "flavors", multiple=True, type=click.Choice(FLAVORS), help="Only these flavors."),
+        click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants."),
+        click.option("--dry-run", is_flag=True, help="Print the plan (images, tags, order, contexts); touch no engine."),
+        click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16), help="Parallel builds."),
+        click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view."),
+        click.option("--report", type=click.Path(path_type=Path), help="Report JSON path [reports/RELEASE/build-report.json]."),
+        click.option("--logs", type=click.Path(path_type=Path), help="Folder of per-image logs [logs/RELEASE]."),
+        click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False), help="Local wheels for pip."),
+        click.option("--offline", is_flag=True, help="pip installs only from --wheelhouse."),
+        click.option("--pip-index-url", help="Package index for pip (a mirror)."),
+        click.option("--torch-index-url", help="Replaces the torch wheel index (download.pytorch.org/whl/cuXYZ)."),
+        click.option("--apt-mirror", help="Replaces scheme and host of every apt source during the build."),
+        click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False), help="Extra CA bundle trusted during builds."),
+        click.option("--base-image", help="Build the base images FROM this image (a mirrored or locally made base)."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOptions:
+    inputs = BuildInputs(pip_index_url=values["pip_index_url"], torch_index_url=values["torch_index_url"],
+                         apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
+                         offline=values["offline"], base_image=values["base_image"])
+    return BuildOptions(release=release, images_dir=images_dir, only=values["only"], flavors=values["flavors"],
+                        variants=values["variants"], jobs=values["jobs"], plain=values["plain"], report=values["report"],
+                        logs=values["logs"], inputs=inputs)
+
+
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @matrix_option
 @click.option("--tag", "release", help="Release tag that names this set of images, e.g. v2.7.")
+@build_options
 @click.pass_context
-def main(ctx: click.Context, matrix_path: Path, release: str | None) -> None:
+def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bool, **values: object) -> None:
     """Turn matrix.yaml into proven PyTorch + CUDA + cuDNN images.
 
-    Without a command: validate the matrix and render every build context (the build, smoke
-    test and publish stages are not part of this release yet).
+    Without a command: validate the matrix, render every build context into images/ and build
+    every image (the smoke suite and publishing are later stages).
     """
     if ctx.invoked_subcommand is not None:
         return
     if not release:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
-    ctx.invoke(render, matrix_path=matrix_path, release=release, out_dir=Path("images"), check=False)
-    err.print("note: build, smoke test and publish are not implemented yet; rendered contexts only")
+    plan = load_plan(matrix_path)
+    images_dir = Path("images")
+    if dry_run:
+        print_plan(plan, build_options_from(release, images_dir, values))
+        return
+    written = render_stage.write(plan, release, images_dir)
+    out.print(f"rendered {len(written)} build contexts under {images_dir} for release {release}")
+    run_build(plan, build_options_from(release, images_dir, values))
+
+
+@main.command()
+@matrix_option
+@click.option("--tag", "release", required=True, help="Release tag, e.g. v2.7.")
+@click.option("--images", "images_dir", type=click.Path(path_type=Path), default=Path("images"), show_default=True,
+              help="Rendered contexts to build.")
+@build_options
+def build(matrix_path: Path, release: str, images_dir: Path, dry_run: bool, **values: object) -> None:
+    """Build the rendered images (bases first, each variant FROM its base)."""
+    plan = load_plan(matrix_path)
+    options = build_options_from(release, images_dir, values)
+    if dry_run:
+        print_plan(plan, options)
+        return
+    stale = render_stage.stale_paths(plan, release, images_dir)
+    if stale:
+        raise UserError(f"{images_dir} does not match the matrix for release {release} ({len(stale)} files differ); "
+                        f"run: python build.py render --tag {release}")
+    run_build(plan, options)
+
+
+def print_plan(plan: Plan, options: BuildOptions) -> None:
+    jobs = buildstage.select(plan, options)
+    out.print(f"plan for release {options.release}: {len(jobs)} images, {options.jobs} at a time; no engine touched")
+    for line in buildstage.describe_plan(jobs):
+        out.print(line)
+
+
+def run_build(plan: Plan, options: BuildOptions) -> None:
+    """Build, print failures and the summary, write the report; exit 1 if anything was not built."""
+    report = buildstage.build(plan, options, err)
+    for record in report.images:
+        if record.error:
+            err.print(f"[bold red]FAILED[/] {record.error}", markup=True, highlight=False)
+    out.print(report.summary())
+    json_path, markdown_path = report.write(options.report_path)
+    out.print(f"report: {json_path} ({markdown_path.name})")
+    if any(record.result != "built" for record in report.images):
+        sys.exit(1)
 
 
 @main.command()
@@ -139,4 +224,5 @@ def run() -> None:
         exc.show()
         sys.exit(2)
     except KeyboardInterrupt:
+        err.print("interrupted: running builds were stopped; no tag points at an unfinished image")
         sys.exit(130)

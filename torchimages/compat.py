@@ -113,8 +113,9 @@ class CompatData:
         return sorted(found, key=version_key)
 
     def min_driver(self, cuda: str) -> str | None:
-        """Linux driver the CUDA toolkit X.Y.Z (or newest known X.Y patch) requires."""
-        found = [v for v in self.toolkit_driver if matches(cuda, v)]
+        """Linux driver the CUDA toolkit X.Y.Z requires; for a patch the table lacks, its newest known X.Y patch."""
+        found = [v for v in self.toolkit_driver if matches(cuda, v)] or [
+            v for v in self.toolkit_driver if matches(".".join(cuda.split(".")[:2]), v)]
         exact = max(found, key=version_key, default=None)
         return self.toolkit_driver[exact] if exact else None
 

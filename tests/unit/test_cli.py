@@ -62,11 +62,22 @@ def test_matrix_table_and_json() -> None:
     assert rows[-1]["image"] == "torch2.13.0-cpu-py3.11-ssh" and rows[-1]["flavor"] == "cpu"
 
 
-def test_main_command_renders(tmp_path: Path) -> None:
-    path = write(tmp_path, "registry: a.b/c\nimages:\n  - {flavor: cpu, torch: '2.13.0', python: '3.11'}\n")
-    result = run_cli("--matrix", str(path), "--tag", "v3", cwd=tmp_path)
+def test_main_command_dry_run_lists_the_whole_matrix_without_an_engine() -> None:
+    result = run_cli("--tag", "v2.7", "--dry-run", "--jobs", "2")
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "images" / "torch2.13.0-cpu-py3.11" / "Dockerfile").is_file()
+    assert "plan for release v2.7: 12 images, 2 at a time; no engine touched" in result.stdout
+    assert " 12. torch2.13.0-cpu-py3.11-ssh" in result.stdout
+    assert "order:   after torch2.13.0-cpu-py3.11" in result.stdout
+    assert "context: images/torch2.13.0-cpu-py3.11-ssh" in result.stdout
+
+
+def test_dry_run_filters_and_brings_the_base_along() -> None:
+    result = run_cli("build", "--tag", "v2.7", "--dry-run", "--only", "*cpu*-jupyter", "--base-image", "local/debian:12")
+    assert result.returncode == 0, result.stderr
+    assert "2 images" in result.stdout
+    assert "FROM local/debian:12" in result.stdout and "torch2.13.0-cpu-py3.11-jupyter" in result.stdout
+    none = run_cli("build", "--tag", "v2.7", "--dry-run", "--only", "nothing-matches")
+    assert none.returncode == 2 and "no image matches" in none.stderr
 
 
 def test_render_requires_a_tag() -> None:

@@ -1,0 +1,135 @@
+"""The build stage: turn rendered contexts into images and a report."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from .buildinputs import BuildInputs
+from .engine import BuildOutcome, Engine, failure_hint
+from .errors import UserError
+from .pipeline import BuildJob, BuildRunner, plan_jobs
+from .progress import LiveProgress, LogFiles, PlainProgress, fan_out
+from .report import ImageRecord, Report
+from .specs import Plan
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    release: str
+    images_dir: Path
+    only: tuple[str, ...] = ()
+    flavors: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
+    jobs: int = 1
+    plain: bool = False
+    report: Path | None = None
+    logs: Path | None = None
+    inputs: BuildInputs = field(default_factory=BuildInputs)
+
+    @property
+    def report_path(self) -> Path:
+        return self.report or Path("reports") / self.release / "build-report.json"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.logs or Path("logs") / self.release
+
+
+def select(plan: Plan, options: BuildOptions) -> list[BuildJob]:
+    jobs = plan_jobs(plan, options.release, options.images_dir, only=options.only, flavors=options.flavors,
+                     variants=options.variants, base_override=options.inputs.base_image)
+    if not jobs:
+        raise UserError("no image matches --only/--flavor/--variant; list them with: python build.py matrix")
+    return jobs
+
+
+def describe_plan(jobs: list[BuildJob]) -> list[str]:
+    """The --dry-run text: build order, tags, dependencies and context folders."""
+    lines = []
+    for number, job in enumerate(jobs, 1):
+        after = f"after {job.depends_on}" if job.depends_on else f"FROM {job.base_image}"
+        lines.append(f"{number:3d}. {job.image}\n     tag:     {job.tag}\n     order:   {after}\n"
+                     f"     context: {job.context}")
+    return lines
+
+
+def build(plan: Plan, options: BuildOptions, console: Console) -> Report:
+    """Build the selected images; the report records every one, built or not."""
+    jobs = select(plan, options)
+    options.inputs.check()
+    missing = [str(job.context) for job in jobs if not (job.context / "Dockerfile").is_file()]
+    if missing:
+        raise UserError(f"no rendered context at {', '.join(missing[:3])}: run python build.py render --tag {options.release}")
+    engine = Engine()
+    logs = LogFiles(options.logs_dir)
+    view = PlainProgress() if options.plain or not console.is_terminal else LiveProgress(console)
+    runner = BuildRunner(engine, options.inputs, fan_out(view, logs), jobs=options.jobs)
+    try:
+        with view, stop_on_sigterm(runner):
+            outcomes = runner.run(jobs)
+    finally:
+        logs.close()
+    return make_report(plan, options, jobs, outcomes=outcomes, seconds=runner.seconds, engine=engine, logs=logs)
+
+
+@contextmanager
+def stop_on_sigterm(runner: BuildRunner) -> Iterator[None]:
+    """SIGTERM stops the builds like Ctrl-C does."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outcomes: dict[str, BuildOutcome],
+                seconds: dict[str, float], engine: Engine, logs: LogFiles) -> Report:
+    report = Report(release=options.release, matrix=plan.file)
+    for job in jobs:
+        outcome = outcomes[job.image]
+        record = ImageRecord(
+            image=job.image, entry=job.spec.name, variant=job.variant, tag=job.tag, result=result_of(outcome),
+            versions={"torch": job.spec.torch, "cuda": job.spec.cuda, "cudnn": job.spec.cudnn, "nccl": job.spec.nccl,
+                      "python": job.spec.python, "ngc": job.spec.ngc},
+            build_seconds=round(seconds[job.image], 1) if job.image in seconds else None,
+            error=failure_message(job, outcome, logs) if outcome.error and not outcome.cancelled else None,
+            log=str(logs.path(job.image)) if job.image in seconds else None,
+        )
+        if outcome.ok:
+            info = engine.image_info(job.tag)
+            record.image_id, record.size_bytes, record.layers = info["id"], info["size"], info["layers"]
+        report.images.append(record)
+    sizes = {r.image: r.size_bytes for r in report.images}
+    for record, job in zip(report.images, jobs, strict=True):
+        base_size = sizes.get(job.depends_on or "")
+        if record.size_bytes and base_size:
+            record.adds_bytes = record.size_bytes - base_size
+    return report
+
+
+def result_of(outcome: BuildOutcome) -> str:
+    if outcome.ok:
+        return "built"
+    if outcome.cancelled:
+        return "cancelled"
+    return "skipped" if (outcome.error or "").startswith("its base") else "failed"
+
+
+def failure_message(job: BuildJob, outcome: BuildOutcome, logs: LogFiles) -> str:
+    """One short message: image, step, error, the last 20 log lines, what to try."""
+    if (outcome.error or "").startswith("its base"):
+        return outcome.error or ""
+    tail = "\n".join(f"    | {line}" for line in outcome.log_tail[-20:])
+    return (f"{job.image} failed at {outcome.step or 'the start'}\n  error: {outcome.error}\n"
+            f"  last log lines:\n{tail}\n  full log: {logs.path(job.image)}\n"
+            f"  try: {failure_hint(outcome, job.base_image)}")

@@ -1,0 +1,176 @@
+"""The Docker engine, through the SDK's low-level API, streaming.
+
+The SDK reports most build errors inside the JSON stream instead of raising, so every stream is
+read to its end and checked for `error` entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from .errors import UserError
+from .events import BuildEvent
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})$")
+MISSING_BASE = ("pull access denied", "not found", "no such host", "manifest unknown", "repository does not exist",
+                "failed to resolve", "no basic auth credentials", "unauthorized")
+
+
+class EngineUnavailable(UserError):
+    """No engine answers: nothing can be built."""
+
+
+@dataclass
+class BuildOutcome:
+    image: str
+    tag: str
+    image_id: str | None = None
+    error: str | None = None
+    step: str | None = None
+    log_tail: list[str] = field(default_factory=list)
+    cancelled: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.image_id is not None and self.error is None and not self.cancelled
+
+
+def engine_address() -> str:
+    """Where the engine is looked for: DOCKER_HOST, else the default socket (as the docker CLI does)."""
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+class Engine:
+    """One connection per thread: the SDK client is not shared between concurrent builds."""
+
+    def __init__(self, timeout: int = 3600) -> None:
+        self.timeout = timeout
+        self._local = threading.local()
+        # image -> its build's intermediate containers, so a cancel can stop a silent step at once
+        self.running_containers: dict[str, list[str]] = {}
+        _ = self.api  # connect now, so an absent engine fails before any work starts
+
+    @property
+    def api(self) -> docker.APIClient:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = connect(self.timeout)
+            self._local.client = client
+        return client
+
+    def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str],
+              emit: Callable[[BuildEvent], None], cancel: threading.Event) -> BuildOutcome:
+        """Build `context` into `tag`, emitting step and log events; never raises for build errors."""
+        outcome = BuildOutcome(image=image, tag=tag)
+        tail: deque[str] = deque(maxlen=20)
+        containers = self.running_containers.setdefault(image, [])
+        stream = self._stream(context, tag, buildargs, outcome)
+        try:
+            for chunk in stream:
+                if cancel.is_set():
+                    outcome.cancelled = True
+                    break
+                self._handle(chunk, image, outcome, tail=tail, containers=containers, emit=emit)
+        finally:
+            close = getattr(stream, "close", None)
+            if close:
+                close()  # closing the connection makes the daemon stop the build
+        outcome.log_tail = list(tail)
+        if outcome.cancelled:
+            self._remove_containers(containers)
+        return outcome
+
+    def _stream(self, context: Path, tag: str, buildargs: dict[str, str], outcome: BuildOutcome) -> Iterator[dict]:
+        try:
+            yield from self.api.build(path=str(context), tag=tag, buildargs=buildargs, decode=True, rm=True,
+                                      forcerm=True, pull=False, nocache=False)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            outcome.error = f"the engine failed during the build: {exc}"
+
+    def _handle(self, chunk: dict[str, Any], image: str, outcome: BuildOutcome, *, tail: deque[str],
+                containers: list[str], emit: Callable[[BuildEvent], None]) -> None:
+        if "error" in chunk:
+            detail = chunk.get("errorDetail") or {}
+            outcome.error = ANSI.sub("", str(detail.get("message") or chunk["error"])).strip()
+            return
+        if "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
+            outcome.image_id = chunk["aux"]["ID"]
+            return
+        text = chunk.get("stream") or chunk.get("status") or ""
+        for raw in ANSI.sub("", text).splitlines():
+            line = raw.rstrip()
+            if not line:
+                continue
+            if match := STEP.match(line):
+                outcome.step = line
+                emit(BuildEvent(image, "step", match.group(3), int(match.group(1)), int(match.group(2))))
+            elif match := RUNNING_IN.match(line):
+                containers.append(match.group(1))
+            else:
+                tail.append(line)
+            emit(BuildEvent(image, "log", line))
+
+    def stop_builds(self) -> None:
+        """Kill the containers of running steps: each build then ends with an error, untagged."""
+        client = connect(30)
+        for containers in list(self.running_containers.values()):
+            for container in list(containers):
+                with contextlib.suppress(docker.errors.APIError):  # the step may have finished already
+                    client.kill(container)
+
+    def _remove_containers(self, containers: list[str]) -> None:
+        for container in containers:
+            with contextlib.suppress(docker.errors.APIError):  # already removed by the daemon (forcerm)
+                self.api.remove_container(container, force=True)
+
+    def image_info(self, tag: str) -> dict[str, Any]:
+        """Size in bytes and layer count of a built image."""
+        data = self.api.inspect_image(tag)
+        return {"id": data["Id"], "size": data["Size"], "layers": len(data["RootFS"]["Layers"]),
+                "labels": data["Config"].get("Labels") or {}}
+
+    def has_image(self, tag: str) -> bool:
+        try:
+            self.api.inspect_image(tag)
+        except docker.errors.ImageNotFound:
+            return False
+        return True
+
+
+def connect(timeout: int = 3600) -> docker.APIClient:
+    """A low-level client found the way the docker CLI finds the engine; a clear error if none answers."""
+    address = engine_address()
+    try:
+        client = docker.APIClient(base_url=address, timeout=timeout, version="auto")
+        client.ping()
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
+        reason = str(exc).splitlines()[0][:200]
+        raise EngineUnavailable(f"no Docker engine answers at {address} ({reason}); start it "
+                                "(scripts/start-engine.sh starts Debian's dockerd) or set DOCKER_HOST") from None
+    return client
+
+
+def failure_hint(outcome: BuildOutcome, base_image: str | None) -> str:
+    """What to try, from the kind of failure."""
+    error = (outcome.error or "").lower()
+    if "returned a non-zero code" in error:
+        return ("fix the failing command (a package name in the entry's apt/pip, or the network: --pip-index-url, "
+                "--ca-bundle, --wheelhouse with --offline) and build again; finished steps are cached")
+    if any(marker in error for marker in MISSING_BASE) or (outcome.step or "").split(" : ")[-1].startswith("FROM"):
+        return (f"the base image{f' {base_image}' if base_image else ''} is not on this engine and cannot be pulled: "
+                "make it locally (scripts/make-base-image.sh), mirror it, or pass --base-image")
+    return "check that the engine is healthy (docker info) and build again"

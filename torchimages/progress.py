@@ -1,0 +1,133 @@
+"""Progress of long builds: a live table on a terminal, timestamped lines elsewhere, full logs on disk."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from .events import BuildEvent
+
+
+@dataclass
+class ImageState:
+    state: str = "queued"
+    step: str = ""
+    started: float | None = None
+    ended: float | None = None
+    last_line: str = ""
+
+    def elapsed(self) -> float:
+        if self.started is None:
+            return 0.0
+        return (self.ended or time.monotonic()) - self.started
+
+
+@dataclass
+class LogFiles:
+    """The full log of each image in one folder."""
+
+    folder: Path
+    _files: dict[str, IO[str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, event: BuildEvent) -> None:
+        with self._lock:
+            handle = self._files.get(event.image)
+            if handle is None:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                handle = self._files[event.image] = self.path(event.image).open("w", encoding="utf-8")
+            if event.kind == "log":
+                handle.write(event.message + "\n")
+            elif event.kind != "step":
+                handle.write(f"== {event.kind} {event.message}\n")
+            handle.flush()
+
+    def path(self, image: str) -> Path:
+        return self.folder / f"{image}.log"
+
+    def close(self) -> None:
+        for handle in self._files.values():
+            handle.close()
+
+
+class PlainProgress:
+    """Timestamped lines, one per state change and build step: for CI logs and pipes."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def __call__(self, event: BuildEvent) -> None:
+        if event.kind == "log":
+            return
+        detail = f"step {event.step}/{event.steps}: {event.message[:100]}" if event.kind == "step" else event.message[:160]
+        stamp = time.strftime("%H:%M:%S")
+        with self._lock:
+            print(f"{stamp} +{time.monotonic() - self.started:6.1f}s {event.image} {event.kind} {detail}".rstrip(),
+                  file=self.stream, flush=True)
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class LiveProgress:
+    """A line per image: state, step n/m, elapsed, last log line."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.images: dict[str, ImageState] = {}
+        self._lock = threading.Lock()
+        self._live = Live(self._table(), console=console, refresh_per_second=4, transient=False,
+                          get_renderable=self._table)
+
+    def __call__(self, event: BuildEvent) -> None:
+        with self._lock:
+            state = self.images.setdefault(event.image, ImageState())
+            if event.kind == "log":
+                state.last_line = event.message[-100:]
+            elif event.kind == "step":
+                state.step = f"{event.step}/{event.steps}"
+            else:
+                state.state = event.kind
+                if event.kind == "started":
+                    state.started = time.monotonic()
+                elif event.kind in ("built", "failed", "cancelled", "skipped"):
+                    state.ended = time.monotonic()
+
+    def _table(self) -> Table:
+        table = Table(expand=True)
+        for column in ("image", "state", "step", "elapsed", "last line"):
+            table.add_column(column, overflow="ellipsis", no_wrap=True, ratio=3 if column == "last line" else None)
+        with self._lock:
+            for image, state in self.images.items():
+                table.add_row(image, state.state, state.step, f"{state.elapsed():.0f}s", state.last_line)
+        return table
+
+    def __enter__(self) -> LiveProgress:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.__exit__(None, None, None)
+
+
+def fan_out(*sinks: object) -> object:
+    """One sink that forwards every event to each of `sinks`."""
+
+    def emit(event: BuildEvent) -> None:
+        for sink in sinks:
+            sink(event)  # type: ignore[operator]
+
+    return emit

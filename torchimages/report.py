@@ -1,0 +1,90 @@
+"""The build report: one record per image, as JSON and as Markdown. Later stages add to the records."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+
+@dataclass
+class ImageRecord:
+    image: str
+    entry: str
+    variant: str
+    tag: str
+    result: str  # built, failed, skipped, cancelled, planned
+    versions: dict[str, str | None]
+    image_id: str | None = None
+    size_bytes: int | None = None
+    adds_bytes: int | None = None  # a variant's size over its base
+    layers: int | None = None
+    build_seconds: float | None = None
+    error: str | None = None
+    log: str | None = None
+    stages: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    release: str
+    matrix: str
+    images: list[ImageRecord] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2) + "\n"
+
+    def to_markdown(self) -> str:
+        lines = [f"# Build report: release {self.release}", "", f"Matrix: `{self.matrix}`", "",
+                 "| image | tag | result | size | adds | layers | seconds | torch | cuda | cudnn | python |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in self.images:
+            v = r.versions
+            lines.append(f"| {r.image} | `{r.tag}` | {r.result} | {human(r.size_bytes)} | {human(r.adds_bytes)} | "
+                         f"{r.layers or '-'} | {seconds(r.build_seconds)} | {v.get('torch')} | {v.get('cuda') or '-'} | "
+                         f"{v.get('cudnn') or '-'} | {v.get('python')} |")
+        failures = [r for r in self.images if r.error]
+        if failures:
+            lines += ["", "## Problems", ""] + [f"- **{r.image}**: {r.error}" for r in failures]
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: Path) -> tuple[Path, Path]:
+        """Write JSON to `path` and Markdown beside it, each atomically."""
+        markdown = path.with_suffix(".md")
+        atomic_write(path, self.to_json())
+        atomic_write(markdown, self.to_markdown())
+        return path, markdown
+
+    def summary(self) -> Table:
+        table = Table(title=f"release {self.release}")
+        for column in ("image", "tag", "result", "size", "seconds"):
+            table.add_column(column, overflow="fold")
+        for r in self.images:
+            table.add_row(r.image, r.tag, r.result, human(r.size_bytes), seconds(r.build_seconds))
+        return table
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8", suffix=".tmp") as tmp:
+        tmp.write(text)
+    Path(tmp.name).replace(path)
+
+
+def human(size: int | None) -> str:
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    return f"{size} B"
+
+
+def seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
