@@ -27,6 +27,7 @@ class BuildOptions:
     flavors: tuple[str, ...] = ()
     variants: tuple[str, ...] = ()
     jobs: int = 1
+    no_cache: bool = False
     plain: bool = False
     report: Path | None = None
     logs: Path | None = None
@@ -66,7 +67,7 @@ def build(plan: Plan, options: BuildOptions, console: Console) -> Report:
     missing = [str(job.context) for job in jobs if not (job.context / "Dockerfile").is_file()]
     if missing:
         raise UserError(f"no rendered context at {', '.join(missing[:3])}: run python build.py render --tag {options.release}")
-    engine = Engine()
+    engine = Engine(no_cache=options.no_cache)
     logs = LogFiles(options.logs_dir)
     view = PlainProgress() if options.plain or not console.is_terminal else LiveProgress(console)
     runner = BuildRunner(engine, options.inputs, fan_out(view, logs), jobs=options.jobs)

@@ -44,6 +44,7 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants."),
         click.option("--dry-run", is_flag=True, help="Print the plan (images, tags, order, contexts); touch no engine."),
         click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16), help="Parallel builds."),
+        click.option("--no-cache", is_flag=True, help="Rebuild every step instead of reusing cached layers."),
         click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view."),
         click.option("--report", type=click.Path(path_type=Path), help="Report JSON path [reports/RELEASE/build-report.json]."),
         click.option("--logs", type=click.Path(path_type=Path), help="Folder of per-image logs [logs/RELEASE]."),
@@ -65,8 +66,8 @@ def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOpt
                          apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
                          offline=values["offline"], base_image=values["base_image"])
     return BuildOptions(release=release, images_dir=images_dir, only=values["only"], flavors=values["flavors"],
-                        variants=values["variants"], jobs=values["jobs"], plain=values["plain"], report=values["report"],
-                        logs=values["logs"], inputs=inputs)
+                        variants=values["variants"], jobs=values["jobs"], no_cache=values["no_cache"],
+                        plain=values["plain"], report=values["report"], logs=values["logs"], inputs=inputs)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -217,12 +218,10 @@ def run() -> None:
         for problem in exc.problems:
             err.print(f"error: {problem}" if problem.file else f"error: {problem.message}")
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        err.print("aborted")
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        # click turns Ctrl-C (and our SIGTERM handler's KeyboardInterrupt) into Abort
+        err.print("interrupted: running builds were stopped; no tag points at an unfinished image")
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(2)
-    except KeyboardInterrupt:
-        err.print("interrupted: running builds were stopped; no tag points at an unfinished image")
-        sys.exit(130)

@@ -57,8 +57,9 @@ def engine_address() -> str:
 class Engine:
     """One connection per thread: the SDK client is not shared between concurrent builds."""
 
-    def __init__(self, timeout: int = 3600) -> None:
+    def __init__(self, timeout: int = 3600, *, no_cache: bool = False) -> None:
         self.timeout = timeout
+        self.no_cache = no_cache
         self._local = threading.local()
         # image -> its build's intermediate containers, so a cancel can stop a silent step at once
         self.running_containers: dict[str, list[str]] = {}
@@ -97,7 +98,7 @@ class Engine:
     def _stream(self, context: Path, tag: str, buildargs: dict[str, str], outcome: BuildOutcome) -> Iterator[dict]:
         try:
             yield from self.api.build(path=str(context), tag=tag, buildargs=buildargs, decode=True, rm=True,
-                                      forcerm=True, pull=False, nocache=False)
+                                      forcerm=True, pull=False, nocache=self.no_cache)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             outcome.error = f"the engine failed during the build: {exc}"
 

@@ -69,7 +69,7 @@ class PlainProgress:
     def __call__(self, event: BuildEvent) -> None:
         if event.kind == "log":
             return
-        detail = f"step {event.step}/{event.steps}: {event.message[:100]}" if event.kind == "step" else event.message[:160]
+        detail = f"{event.step}/{event.steps}: {event.message[:100]}" if event.kind == "step" else event.message[:160]
         stamp = time.strftime("%H:%M:%S")
         with self._lock:
             print(f"{stamp} +{time.monotonic() - self.started:6.1f}s {event.image} {event.kind} {detail}".rstrip(),

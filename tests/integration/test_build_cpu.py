@@ -1,0 +1,110 @@
+"""The CPU entry built on a real engine: torch in every image, shared layers, report, no secrets."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+
+import docker
+import pytest
+
+from .conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, CpuBuild
+
+
+
+def run_in(api: docker.APIClient, tag: str, command: list[str]) -> str:
+    """Run a command in a fresh container of `tag` and return its output (the container is removed)."""
+    container = api.create_container(tag, command=command, entrypoint=[])
+    try:
+        api.start(container)
+        status = api.wait(container, timeout=120)
+        output = api.logs(container).decode()
+    finally:
+        api.remove_container(container, force=True)
+    assert status["StatusCode"] == 0, f"{command} failed in {tag}: {output}"
+    return output
+
+
+@pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
+def test_torch_version_in_each_image(api: docker.APIClient, cpu_build: CpuBuild, variant: str) -> None:
+    tag = cpu_build.tags[variant]
+    output = run_in(api, tag, ["python", "-c", "import torch; print(torch.__version__)"])
+    assert output.strip().split("+")[0] == cpu_build.spec.torch, f"{tag} holds torch {output.strip()}"
+
+
+def test_report_records_every_image(cpu_build: CpuBuild) -> None:
+    records = {r["variant"]: r for r in cpu_build.report["images"]}
+    assert set(records) == {"base", "jupyter", "ssh"}
+    for variant, record in records.items():
+        assert record["result"] == "built", record
+        assert record["size_bytes"] > 100_000_000 and record["layers"] > 1 and record["image_id"].startswith("sha256:")
+        assert record["versions"]["torch"] == cpu_build.spec.torch and record["versions"]["cuda"] is None
+        if variant != "base":
+            assert 0 < record["adds_bytes"] < record["size_bytes"]
+    assert "report:" in cpu_build.result.stdout
+
+
+def test_variants_share_every_base_layer(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+    base = api.inspect_image(cpu_build.tags["base"])["RootFS"]["Layers"]
+    for variant in ("jupyter", "ssh"):
+        layers = api.inspect_image(cpu_build.tags[variant])["RootFS"]["Layers"]
+        assert layers[: len(base)] == base, f"{variant} does not reuse the base layers"
+
+
+def test_labels_declare_the_versions(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+    labels = api.inspect_image(cpu_build.tags["jupyter"])["Config"]["Labels"]
+    assert labels["io.torchimages.torch"] == cpu_build.spec.torch
+    assert labels["io.torchimages.python"] == cpu_build.spec.python
+    assert labels["io.torchimages.variant"] == "jupyter"
+    assert labels["org.opencontainers.image.version"] == "it"
+
+
+def test_default_user_is_not_root(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+    for tag in cpu_build.tags.values():
+        user = api.inspect_image(tag)["Config"]["User"]
+        assert user and not user.startswith(("0", "root")), f"{tag} runs as {user!r}"
+
+
+def test_pip_constraint_blocks_replacing_torch(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+    container = api.create_container(cpu_build.tags["base"], entrypoint=[],
+                                     command=["pip", "install", "--no-index", "torch==2.0.0"])
+    try:
+        api.start(container)
+        status = api.wait(container, timeout=120)
+        output = api.logs(container).decode()
+    finally:
+        api.remove_container(container, force=True)
+    assert status["StatusCode"] != 0
+    assert "torch==2.0.0" in output or "conflict" in output.lower() or "constraint" in output.lower(), output
+
+
+@pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
+def test_no_secret_in_history_or_layers(api: docker.APIClient, cpu_build: CpuBuild, variant: str) -> None:
+    tag = cpu_build.tags[variant]
+    history = subprocess.run(["docker", "history", "--no-trunc", tag], capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+    for secret in (SECRET_TOKEN, SECRET_PROXY_PASSWORD):
+        assert secret not in history, f"{secret} in docker history of {tag}"
+    found = scan_layers(api, tag, (SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode()))
+    assert found == [], f"secrets in exported layers of {tag}: {found}"
+
+
+def scan_layers(api: docker.APIClient, tag: str, secrets: tuple[bytes, ...]) -> list[str]:
+    """Every file of every exported layer (and the image config), searched for the secrets."""
+    found = []
+    image = io.BytesIO(b"".join(api.get_image(tag)))
+    with tarfile.open(fileobj=image) as outer:
+        for member in outer.getmembers():
+            if not member.isfile():
+                continue
+            data = outer.extractfile(member).read()
+            if member.name.endswith("layer.tar") or data[:262][257:262] == b"ustar":
+                with tarfile.open(fileobj=io.BytesIO(data)) as layer:
+                    for entry in layer.getmembers():
+                        if entry.isfile():
+                            content = layer.extractfile(entry).read()
+                            found += [f"{member.name}:{entry.name}" for s in secrets if s in content]
+            else:
+                found += [member.name for s in secrets if s in data]
+    return found

@@ -1,0 +1,105 @@
+"""Failures end in one short message (image, step, last log lines, what to try) and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import docker
+
+from .conftest import ROOT, build_py
+
+CPU_MATRIX = """\
+registry: registry.example.com/ml/failures
+images:
+  - flavor: cpu
+    name: {name}
+    torch: "2.13.0"
+    python: "3.11"
+{extra}"""
+
+
+def render(tmp_path: Path, name: str, extra: str = "") -> tuple[Path, Path]:
+    matrix_file = tmp_path / "matrix.yaml"
+    matrix_file.write_text(CPU_MATRIX.format(name=name, extra=extra))
+    images = tmp_path / "images"
+    result = build_py("render", "--matrix", str(matrix_file), "--tag", "fail", "--out", str(images))
+    assert result.returncode == 0, result.stderr
+    return matrix_file, images
+
+
+def test_wrong_base_image(api: docker.APIClient, tmp_path: Path) -> None:
+    matrix_file, images = render(tmp_path, "wrong-base")
+    started = time.monotonic()
+    result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
+                      "--base-image", "no-such-registry.invalid/debian:never", "--report", str(tmp_path / "r.json"),
+                      "--logs", str(tmp_path / "logs"), timeout=300)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "FAILED wrong-base failed at Step 2/" in result.stderr and "FROM ${BASE_IMAGE}" in result.stderr
+    assert "the base image no-such-registry.invalid/debian:never is not on this engine" in result.stderr
+    assert "scripts/make-base-image.sh" in result.stderr
+    assert time.monotonic() - started < 120
+    record = json.loads((tmp_path / "r.json").read_text())["images"][0]
+    assert record["result"] == "failed" and "is not on this engine" in record["error"]
+
+
+def test_failing_run_step(api: docker.APIClient, base_image: str, tmp_path: Path) -> None:
+    matrix_file, images = render(tmp_path, "bad-apt", "    apt: [no-such-package-torchimages]\n")
+    result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
+                      "--base-image", base_image, "--report", str(tmp_path / "r.json"), "--logs", str(tmp_path / "logs"),
+                      timeout=600)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    message = result.stderr.split("FAILED ", 1)[1]
+    assert re.match(r"bad-apt failed at Step \d+/\d+ : RUN set -eux;", message), message[:200]
+    assert "returned a non-zero code: 100" in message
+    assert "Unable to locate package no-such-package-torchimages" in message, "the last log lines are shown"
+    assert f"full log: {tmp_path / 'logs' / 'bad-apt.log'}" in message
+    assert "try: fix the failing command" in message
+    tail = message.split("last log lines:")[1].split("full log:")[0].strip().splitlines()
+    assert 0 < len(tail) <= 20
+    assert not any(t for t in docker.APIClient().images(name="registry.example.com/ml/failures")
+                   if "registry.example.com/ml/failures:fail-bad-apt" in (t.get("RepoTags") or []))
+
+
+def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
+    env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "build", "--tag", "v2.7", "--only", "*cpu*"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert result.returncode == 2
+    assert f"no Docker engine answers at unix://{tmp_path}/no-engine.sock" in result.stderr
+    assert "scripts/start-engine.sh" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_sigterm_stops_the_build_and_leaves_no_tag(api: docker.APIClient, base_image: str, tmp_path: Path) -> None:
+    name = f"cancel-{uuid.uuid4().hex[:8]}"
+    matrix_file, images = render(tmp_path, name)
+    containers_before = {c["Id"] for c in api.containers(all=True)}
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "build.py"), "build", "--matrix", str(matrix_file), "--tag", "fail", "--images",
+         str(images), "--plain", "--no-cache", "--base-image", base_image, "--logs", str(tmp_path / "logs"),
+         "--report", str(tmp_path / "r.json")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if " step " in line and "APT_MIRROR" in line:  # the apt step is running
+            time.sleep(2)
+            process.send_signal(signal.SIGTERM)
+            break
+    output = "".join(lines) + process.communicate(timeout=120)[0]
+    assert process.returncode == 130, output
+    assert "interrupted: running builds were stopped" in output
+    tags = [t for image in api.images() for t in (image.get("RepoTags") or [])]
+    assert f"registry.example.com/ml/failures:fail-{name}" not in tags
+    time.sleep(1)
+    left = {c["Id"] for c in api.containers(all=True)} - containers_before
+    assert left == set(), f"intermediate containers left behind: {left}"
