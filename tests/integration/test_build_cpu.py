@@ -12,7 +12,6 @@ import pytest
 from .conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, CpuBuild
 
 
-
 def run_in(api: docker.APIClient, tag: str, command: list[str]) -> str:
     """Run a command in a fresh container of `tag` and return its output (the container is removed)."""
     container = api.create_container(tag, command=command, entrypoint=[])
