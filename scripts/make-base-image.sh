@@ -24,6 +24,6 @@ deb ${mirror} bookworm main
 deb ${mirror} bookworm-updates main
 deb ${mirror%/debian}/debian-security bookworm-security main
 SOURCES
-rm -rf "${root}"/var/lib/apt/lists/* "${root}"/var/cache/apt/*.bin "${root}"/usr/share/doc/* "${root}"/usr/share/man/*
+rm -rf "${root}"/var/lib/apt/lists/* "${root}"/var/cache/apt/*.bin "${root}"/var/cache/apt/archives/*.deb "${root}"/usr/share/doc/* "${root}"/usr/share/man/*
 tar -C "${root}" -c . | docker import -c 'CMD ["/bin/bash"]' - "${image}" > /dev/null
 echo "base image: ${image} made ($(docker image inspect -f '{{.Size}}' "${image}") bytes)"
