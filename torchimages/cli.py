@@ -5,19 +5,21 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from fnmatch import fnmatch
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from . import buildstage
+from . import buildstage, smokestage
 from . import matrix as matrix_stage
 from . import render as render_stage
 from .buildinputs import BuildInputs
 from .buildstage import BuildOptions
 from .errors import UserError
 from .matrix import FLAVORS, VARIANTS
+from .report import Report
 from .specs import Plan, resolve
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -55,6 +57,7 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--apt-mirror", help="Replaces scheme and host of every apt source during the build."),
         click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False), help="Extra CA bundle trusted during builds."),
         click.option("--base-image", help="Build the base images FROM this image (a mirrored or locally made base)."),
+        click.option("--require-gpu", is_flag=True, help="Smoke suite: fail, instead of skip, GPU checks without a GPU."),
     ]
     for option in reversed(options):
         function = option(function)
@@ -92,7 +95,12 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bo
         return
     written = render_stage.write(plan, release, images_dir)
     out.print(f"rendered {len(written)} build contexts under {images_dir} for release {release}")
-    run_build(plan, build_options_from(release, images_dir, values))
+    options = build_options_from(release, images_dir, values)
+    report = run_build(plan, options, exit_on_failure=False)
+    built = [job for job in buildstage.select(plan, options) if report_result(report, job.image) == "built"]
+    if built:
+        run_smoke(plan, options, built, report, require_gpu=bool(values["require_gpu"]))
+    finish(report, options)
 
 
 @main.command()
@@ -122,17 +130,65 @@ def print_plan(plan: Plan, options: BuildOptions) -> None:
         out.print(line)
 
 
-def run_build(plan: Plan, options: BuildOptions) -> None:
-    """Build, print failures and the summary, write the report; exit 1 if anything was not built."""
+def run_build(plan: Plan, options: BuildOptions, *, exit_on_failure: bool = True) -> Report:
+    """Build and print failures; with `exit_on_failure`, also the summary and report, exiting 1 on failure."""
     report = buildstage.build(plan, options, err)
     for record in report.images:
         if record.error:
             err.print(f"[bold red]FAILED[/] {record.error}", markup=True, highlight=False)
+    if exit_on_failure:
+        finish(report, options)
+    return report
+
+
+def run_smoke(plan: Plan, options: BuildOptions, jobs: list, report: Report, *, require_gpu: bool) -> None:
+    results = smokestage.test_images(jobs, report, err, require_gpu=require_gpu)
+    skipped = sum(r.skipped_no_gpu for r in results)
+    failed = sum(1 for r in results if not r.ok)
+    err.print(f"smoke: {len(results) - failed} of {len(results)} images passed; {skipped} checks skipped for lack "
+              "of a GPU (skips are not passes)", highlight=False)
+
+
+def report_result(report: Report, image: str) -> str | None:
+    return next((r.result for r in report.images if r.image == image), None)
+
+
+def finish(report: Report, options: BuildOptions) -> None:
+    """Summary table and report; exit 1 if any image was not built or failed its smoke suite."""
     out.print(report.summary())
     json_path, markdown_path = report.write(options.report_path)
     out.print(f"report: {json_path} ({markdown_path.name})")
-    if any(record.result != "built" for record in report.images):
+    smoke_failed = any(r.stages.get("smoke") and (r.stages["smoke"]["failed"] or r.stages["smoke"]["error"])
+                       for r in report.images)
+    if smoke_failed or any(record.result not in ("built", "not built here") for record in report.images):
         sys.exit(1)
+
+
+@main.command(name="test")
+@matrix_option
+@click.option("--tag", "release", required=True, help="Release tag of the built images, e.g. v2.7.")
+@click.option("--only", multiple=True, metavar="GLOB", help="Image names to test (repeatable).")
+@click.option("--flavor", "flavors", multiple=True, type=click.Choice(FLAVORS), help="Only these flavors.")
+@click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants.")
+@click.option("--require-gpu", is_flag=True, help="Fail, instead of skip, the GPU checks when no GPU is given.")
+@click.option("--report", type=click.Path(path_type=Path), help="Report JSON to add results to [reports/RELEASE/build-report.json].")
+def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavors: tuple[str, ...],
+               variants: tuple[str, ...], require_gpu: bool, report: Path | None) -> None:
+    """Run the smoke suite in each built image (containers started as users run them)."""
+    plan = load_plan(matrix_path, quiet=True)
+    options = BuildOptions(release=release, images_dir=Path("images"), only=only, flavors=flavors, variants=variants,
+                           report=report)
+    jobs = [job for job in buildstage.select(plan, options) if not only or any(fnmatch(job.image, g) for g in only)]
+    results_report = smokestage.load_report(options.report_path, release, plan.file)
+    run_smoke(plan, options, jobs, results_report, require_gpu=require_gpu)
+    finish(results_report, options)
+
+
+@main.command()
+@click.option("--require-gpu", is_flag=True, help="Fail, instead of skip, the GPU checks when no GPU is present.")
+def selfcheck(require_gpu: bool) -> None:
+    """Run the suite's GPU and compute checks against this host's own Python (no Docker needed)."""
+    sys.exit(smokestage.selfcheck(require_gpu=require_gpu))
 
 
 @main.command()

@@ -35,17 +35,24 @@ class Report:
     matrix: str
     images: list[ImageRecord] = field(default_factory=list)
 
+    @classmethod
+    def load(cls, path: Path) -> Report:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        images = [ImageRecord(**record) for record in data.pop("images")]
+        return cls(images=images, **data)
+
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
 
     def to_markdown(self) -> str:
         lines = [f"# Build report: release {self.release}", "", f"Matrix: `{self.matrix}`", "",
-                 "| image | tag | result | size | adds | layers | seconds | torch | cuda | cudnn | python |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|"]
+                 "| image | tag | result | size | adds | layers | seconds | smoke | torch | cuda | cudnn | python |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in self.images:
             v = r.versions
             lines.append(f"| {r.image} | `{r.tag}` | {r.result} | {human(r.size_bytes)} | {human(r.adds_bytes)} | "
-                         f"{r.layers or '-'} | {seconds(r.build_seconds)} | {v.get('torch')} | {v.get('cuda') or '-'} | "
+                         f"{r.layers or '-'} | {seconds(r.build_seconds)} | {smoke_cell(r)} | {v.get('torch')} | "
+                         f"{v.get('cuda') or '-'} | "
                          f"{v.get('cudnn') or '-'} | {v.get('python')} |")
         failures = [r for r in self.images if r.error]
         if failures:
@@ -61,11 +68,19 @@ class Report:
 
     def summary(self) -> Table:
         table = Table(title=f"release {self.release}")
-        for column in ("image", "tag", "result", "size", "seconds"):
+        for column in ("image", "tag", "result", "size", "seconds", "smoke"):
             table.add_column(column, overflow="fold")
         for r in self.images:
-            table.add_row(r.image, r.tag, r.result, human(r.size_bytes), seconds(r.build_seconds))
+            table.add_row(r.image, r.tag, r.result, human(r.size_bytes), seconds(r.build_seconds), smoke_cell(r))
         return table
+
+
+def smoke_cell(record: ImageRecord) -> str:
+    smoke = record.stages.get("smoke")
+    if not smoke:
+        return "-"
+    return (f"{smoke['passed']} passed, {smoke['failed']} failed, {smoke['skipped']} skipped "
+            f"({smoke['skipped_no_gpu']} no GPU)")
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -1,0 +1,63 @@
+"""The smoke suite: testinfra checks against one running container (or, for selfcheck, this host).
+
+The runner (`python build.py test`) starts the container the way users run it, writes what the
+image must hold into a facts file and calls pytest with `--hosts=docker://ID --facts FILE`.
+Every command in the container runs under `timeout`, so a hung check fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NO_GPU = "no GPU given to the container"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--facts", required=True, help="JSON file: the image's expected versions and how it runs")
+
+
+@dataclass(frozen=True)
+class Facts:
+    raw: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.raw[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@pytest.fixture(scope="session")
+def facts(request: pytest.FixtureRequest) -> Facts:
+    return Facts(json.loads(Path(request.config.getoption("--facts")).read_text()))
+
+
+def run(host: Any, command: str, timeout: int = 120) -> Any:
+    """Run `command` in the container under `timeout`; return testinfra's CommandResult."""
+    return host.run(f"timeout {timeout} {command}")
+
+
+def probe(host: Any, facts: Facts, name: str, *args: str, timeout: int = 120) -> dict[str, Any]:
+    """Run a probe script in the container's Python and parse its JSON; fail with its output if it broke."""
+    command = " ".join(["python", shlex.quote(f"{facts.probes}/{name}.py"), *map(shlex.quote, args)])
+    result = run(host, command, timeout)
+    if result.rc != 0:
+        pytest.fail(f"probe {name} failed (exit {result.rc}; 124 means it hit its {timeout} s timeout):\n"
+                    f"{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def gpu(facts: Facts) -> int:
+    """The GPU count given to the container; skips (or, with --require-gpu, fails) when there is none."""
+    if facts.gpus:
+        return facts.gpus
+    if facts.require_gpu:
+        pytest.fail(f"{NO_GPU}, and --require-gpu was given: run on a GPU machine with the NVIDIA container runtime")
+    pytest.skip(NO_GPU)

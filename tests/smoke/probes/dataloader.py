@@ -1,0 +1,22 @@
+"""A DataLoader with 4 worker processes moving more than 64 MB through shared memory."""
+
+import json
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Chunks(Dataset):
+    def __len__(self):
+        return 32
+
+    def __getitem__(self, index):
+        return torch.full((1024, 1024), float(index))  # 4 MB each
+
+
+total = 0
+checksum = 0.0
+for batch in DataLoader(Chunks(), batch_size=4, num_workers=4):
+    total += batch.numel() * batch.element_size()
+    checksum += float(batch[:, 0, 0].sum())
+print(json.dumps({"bytes": total, "checksum": checksum, "expected_checksum": float(sum(range(32)))}))

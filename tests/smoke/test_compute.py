@@ -1,0 +1,44 @@
+"""torch.compile, mixed precision and the DataLoader (CPU parts run everywhere, GPU parts need a GPU)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import Facts, probe
+
+
+def test_dataloader_with_workers_through_shm(host: Any, facts: Facts) -> None:
+    result = probe(host, facts, "dataloader", timeout=180)
+    assert result["bytes"] > 64 * 2**20 and result["checksum"] == result["expected_checksum"], (
+        f"the DataLoader moved {result['bytes']} bytes with checksum {result['checksum']}: "
+        "start the container with a larger --shm-size (16g)")
+
+
+def test_torch_compile_cpu(host: Any, facts: Facts) -> None:
+    result = probe(host, facts, "compile", "cpu", timeout=300)
+    assert result["max_abs_diff"] < 1e-4, f"torch.compile output differs from eager by {result['max_abs_diff']}"
+
+
+def test_amp_cpu_bf16(host: Any, facts: Facts) -> None:
+    result = probe(host, facts, "amp", "cpu-bf16")
+    assert result["finite"] and result["last"] < result["first"], f"CPU bf16 autocast training did not learn: {result}"
+
+
+def test_torch_compile_gpu(host: Any, facts: Facts, gpu: int) -> None:
+    result = probe(host, facts, "compile", "cuda", timeout=300)
+    assert result["max_abs_diff"] < 1e-3, f"torch.compile on the GPU differs from eager by {result['max_abs_diff']}"
+
+
+def test_amp_fp16_gradscaler(host: Any, facts: Facts, gpu: int) -> None:
+    result = probe(host, facts, "amp", "cuda-fp16")
+    assert result["finite"] and result["last"] < result["first"], f"fp16 AMP training did not learn: {result}"
+
+
+def test_amp_bf16(host: Any, facts: Facts, gpu: int) -> None:
+    capability = probe(host, facts, "gpu")["capability"]
+    if tuple(map(int, capability.split("."))) < (8, 0):
+        pytest.skip(f"bf16 needs compute capability 8.0 or more; this GPU is {capability}")
+    result = probe(host, facts, "amp", "cuda-bf16")
+    assert result["finite"] and result["last"] < result["first"], f"bf16 AMP training did not learn: {result}"

@@ -1,0 +1,77 @@
+"""Versions at run time equal what the matrix entry and the image labels declare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import Facts, probe, run
+
+
+@pytest.fixture(scope="module")
+def seen(host: Any, facts: Facts) -> dict[str, Any]:
+    return probe(host, facts, "versions")
+
+
+def short(version: str | None, parts: int = 2) -> str | None:
+    return None if version is None else ".".join(version.split("+")[0].split(".")[:parts])
+
+
+def test_python(seen: dict, facts: Facts) -> None:
+    assert short(seen["python"]) == facts.expected["python"], (
+        f"the image runs Python {seen['python']}, the matrix declares {facts.expected['python']}: rebuild the image")
+
+
+def test_torch(seen: dict, facts: Facts) -> None:
+    want = facts.expected["torch"]
+    got = seen["torch"] if facts.flavor == "ngc" else seen["torch"].split("+")[0]
+    assert got == want, f"the image holds torch {seen['torch']}, the matrix declares {want}: a pip step replaced torch"
+
+
+def test_labels_match_the_image(seen: dict, facts: Facts) -> None:
+    labels, prefix = facts.labels, facts.label_prefix
+    problems = []
+    torch_version = seen["torch"] if facts.flavor == "ngc" else seen["torch"].split("+")[0]
+    for field, value in (("torch", torch_version), ("python", short(seen["python"])), ("cuda", seen["cuda"] or "none")):
+        label = labels.get(f"{prefix}.{field}")
+        if label != value:
+            problems.append(f"label {prefix}.{field}={label!r} but the image has {value!r}")
+    assert not problems, "; ".join(problems) + ": the labels lie about the image; rebuild it from the matrix"
+
+
+def test_torch_cuda_build(seen: dict, facts: Facts) -> None:
+    if facts.flavor == "cpu":
+        assert seen["cuda"] is None, f"a cpu image holds a CUDA build of torch ({seen['cuda']}): several GB wasted"
+    else:
+        assert seen["cuda"] is not None, "a cuda/ngc image holds a CPU build of torch: the index fell back to it"
+        assert short(seen["cuda"]) == facts.expected["cuda"], (
+            f"torch is built for CUDA {seen['cuda']}, the matrix declares {facts.expected['cuda']}")
+
+
+def test_cudnn(seen: dict, facts: Facts) -> None:
+    if facts.flavor == "cpu":
+        pytest.skip("a cpu image has no cuDNN")
+    want = short(facts.expected["cudnn"], 3)
+    assert seen["cudnn"] == want, f"torch loads cuDNN {seen['cudnn']}, the matrix declares {want}: a second cuDNN?"
+
+
+def test_nccl(seen: dict, facts: Facts) -> None:
+    if facts.flavor == "cpu":
+        pytest.skip("a cpu image has no NCCL")
+    want = short(facts.expected["nccl"], 3)
+    assert seen["nccl"] == want, f"torch reports NCCL {seen['nccl']}, the matrix declares {want}"
+
+
+def test_pip_check(host: Any) -> None:
+    result = run(host, "python -m pip check")
+    assert result.rc == 0, f"pip check finds broken requirements:\n{result.stdout}{result.stderr}"
+
+
+def test_constraint_file_blocks_another_torch(host: Any, facts: Facts) -> None:
+    other = "torch==2.0.0" if not facts.expected["torch"].startswith("2.0.0") else "torch==2.1.0"
+    blocked = run(host, f"python -m pip install --no-index --dry-run {other}")
+    assert blocked.rc != 0 and "constraint" in (blocked.stdout + blocked.stderr), (
+        f"pip install {other} was not refused by the constraint file:\n{blocked.stdout}{blocked.stderr}")
+    unconstrained = run(host, f"env PIP_CONSTRAINT= python -m pip install --no-index --dry-run {other}")
+    assert "constraint" not in (unconstrained.stdout + unconstrained.stderr), "control: without PIP_CONSTRAINT"

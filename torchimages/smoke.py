@@ -1,0 +1,264 @@
+"""The smoke stage: start each image as users run it and put it through the testinfra suite.
+
+The suite (tests/smoke) is not baked into the images: its probe scripts are copied into the
+running container, pytest drives testinfra's docker backend against it, and the container is
+removed afterwards, also on failure or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import secrets
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import docker
+import docker.errors
+import docker.types
+
+from .engine import connect
+from .settings import SETTINGS
+
+SMOKE_DIR = SETTINGS.root / "tests" / "smoke"
+PROBES_IN_CONTAINER = "/tmp/torchimages-probes"
+NO_GPU = "no GPU given to the container"
+SUITES = {
+    "base": ("test_versions.py", "test_hygiene.py", "test_compute.py", "test_gpu.py"),
+    "jupyter": ("test_versions.py", "test_hygiene.py", "test_jupyter.py"),
+    "ssh": ("test_versions.py", "test_hygiene.py", "test_ssh.py"),
+}
+SHM_SIZE = "2g"  # DataLoader workers and NCCL pass tensors through /dev/shm (64 MB by default)
+SUITE_TIMEOUT = 900
+
+
+@dataclass
+class Check:
+    name: str
+    outcome: str  # passed, failed, skipped
+    message: str = ""
+
+
+@dataclass
+class SmokeResult:
+    image: str
+    tag: str
+    seconds: float = 0.0
+    gpus: int = 0
+    checks: list[Check] = field(default_factory=list)
+    error: str | None = None
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for check in self.checks if check.outcome == outcome)
+
+    @property
+    def skipped_no_gpu(self) -> int:
+        return sum(1 for check in self.checks if check.outcome == "skipped" and NO_GPU in check.message)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.count("failed") == 0 and self.count("passed") > 0
+
+    def summary(self) -> str:
+        return (f"{self.count('passed')} passed, {self.count('failed')} failed, {self.count('skipped')} skipped "
+                f"({self.skipped_no_gpu} for lack of a GPU) in {self.seconds:.1f} s")
+
+    def record(self) -> dict[str, Any]:
+        return {"passed": self.count("passed"), "failed": self.count("failed"), "skipped": self.count("skipped"),
+                "skipped_no_gpu": self.skipped_no_gpu, "seconds": round(self.seconds, 1), "gpus": self.gpus,
+                "error": self.error, "checks": [asdict(c) for c in self.checks]}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One image to test and what it must hold."""
+
+    image: str
+    tag: str
+    variant: str
+    flavor: str
+    expected: dict[str, str | None]
+
+
+class SmokeRunner:
+    def __init__(self, *, require_gpu: bool = False, label_prefix: str = SETTINGS.label_prefix) -> None:
+        self.api = connect(600)
+        self.require_gpu = require_gpu
+        self.label_prefix = label_prefix
+        self.nvidia = "nvidia" in (self.api.info().get("Runtimes") or {})
+
+    def run(self, target: Target) -> SmokeResult:
+        started = time.monotonic()
+        result = SmokeResult(target.image, target.tag)
+        containers: list[str] = []
+        try:
+            with tempfile.TemporaryDirectory(prefix="smoke-") as tmp:
+                facts = self._start(target, containers, Path(tmp))
+                result.gpus = facts["gpus"]
+                result.checks = self._pytest(target, facts, containers[0], Path(tmp))
+        except (docker.errors.DockerException, RuntimeError, subprocess.TimeoutExpired) as exc:
+            result.error = f"{target.image}: could not run the suite: {exc}"
+        finally:
+            for container in containers:
+                with contextlib.suppress(docker.errors.APIError):
+                    self.api.remove_container(container, force=True)
+            result.seconds = time.monotonic() - started
+        return result
+
+    # --- containers --------------------------------------------------------------------------
+
+    def _start(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
+        info = self.api.inspect_image(target.tag)
+        facts: dict[str, Any] = {
+            "image": target.tag, "variant": target.variant, "flavor": target.flavor, "expected": target.expected,
+            "labels": info["Config"].get("Labels") or {}, "user": info["Config"].get("User") or "",
+            "label_prefix": self.label_prefix, "require_gpu": self.require_gpu, "probes": PROBES_IN_CONTAINER,
+            "jupyter": None, "ssh": None,
+        }
+        if target.variant == "jupyter":
+            facts["jupyter"] = self._start_jupyter(target, containers, tmp)
+        elif target.variant == "ssh":
+            facts["ssh"] = self._start_ssh(target, containers, tmp)
+        else:
+            containers.append(self._create(target.tag, command=["sleep", "infinity"]))
+        self._upload_probes(containers[0])
+        facts["gpus"] = self._gpu_count(containers[0])
+        return facts
+
+    def _create(self, tag: str, *, command: list[str] | None = None, environment: dict[str, str] | None = None,
+                port: int | None = None, container_port: int | None = None, user: str | None = None,
+                binds: dict[str, dict[str, str]] | None = None) -> str:
+        """Create and start a container as `docker run` would, with a GPU request when the engine has one."""
+        host_config = self.api.create_host_config(
+            shm_size=SHM_SIZE, binds=binds,
+            port_bindings={container_port: ("127.0.0.1", port)} if port else None,
+            device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.nvidia else None,
+        )
+        container = self.api.create_container(tag, command=command, environment=environment, user=user,
+                                              ports=[container_port] if container_port else None, host_config=host_config,
+                                              labels={"io.torchimages.smoke": "1"})
+        self.api.start(container)
+        return container["Id"]
+
+    def _start_jupyter(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
+        servers = {}
+        mount = tmp / "shared"
+        mount.mkdir(mode=0o777)
+        mount.chmod(0o777)
+        for name, user, binds in (("default", None, None),
+                                  ("user-4242", "4242:4242", {str(mount): {"bind": "/workspace/shared", "mode": "rw"}})):
+            token, port = secrets.token_hex(16), free_port()
+            container = self._create(target.tag, environment={"JUPYTER_TOKEN": token}, port=port, container_port=8888,
+                                     user=user, binds=binds)
+            containers.append(container)
+            servers[name] = {"url": f"http://127.0.0.1:{port}", "token": token, "container": container,
+                             "uid": 4242 if user else None, "mount": "/workspace/shared" if binds else None}
+        for server in servers.values():
+            wait_http(f"{server['url']}/api", 90, self.api, server["container"])
+            if server["uid"] is None:
+                server["uid"] = int(self._exec(server["container"], ["id", "-u"]).strip())
+        return servers
+
+    def _start_ssh(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
+        key = tmp / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
+        port = free_port()
+        containers.append(self._create(target.tag, environment={"SSH_AUTHORIZED_KEYS": key.with_suffix(".pub").read_text()},
+                                       port=port, container_port=22))
+        wait_ssh(port, 30, self.api, containers[-1])
+        user = self._exec(containers[-1], ["id", "-un"]).strip()
+        return {"port": port, "key": str(key), "user": user}
+
+    def _upload_probes(self, container: str) -> None:
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            for probe in sorted((SMOKE_DIR / "probes").glob("*.py")):
+                info = tar.gettarinfo(str(probe), arcname=f"torchimages-probes/{probe.name}")
+                info.uid = info.gid = 0
+                info.mode = 0o644
+                with probe.open("rb") as handle:
+                    tar.addfile(info, handle)
+        self.api.put_archive(container, "/tmp", archive.getvalue())
+
+    def _gpu_count(self, container: str) -> int:
+        if not self.nvidia:
+            return 0
+        with contextlib.suppress(RuntimeError):
+            return sum(1 for line in self._exec(container, ["nvidia-smi", "-L"]).splitlines() if line.startswith("GPU "))
+        return 0
+
+    def _exec(self, container: str, command: list[str], timeout: int = 60) -> str:
+        exec_id = self.api.exec_create(container, ["timeout", str(timeout), *command])
+        output = self.api.exec_start(exec_id).decode()
+        if self.api.exec_inspect(exec_id)["ExitCode"] != 0:
+            raise RuntimeError(f"{' '.join(command)} failed: {output[-500:]}")
+        return output
+
+    # --- pytest ------------------------------------------------------------------------------
+
+    def _pytest(self, target: Target, facts: dict[str, Any], container: str, tmp: Path) -> list[Check]:
+        facts_file, junit = tmp / "facts.json", tmp / "junit.xml"
+        facts_file.write_text(json.dumps(facts))
+        command = [sys.executable, "-m", "pytest", *(str(SMOKE_DIR / name) for name in SUITES[target.variant]),
+                   f"--hosts=docker://{container}", f"--facts={facts_file}", f"--junitxml={junit}",
+                   "-p", "no:cacheprovider", "-q", "-o", "junit_family=xunit2", f"--rootdir={SETTINGS.root}"]
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=SUITE_TIMEOUT, check=False,
+                                   cwd=SETTINGS.root)
+        if not junit.exists():
+            raise RuntimeError(f"pytest did not run (exit {completed.returncode}):\n{completed.stdout[-2000:]}"
+                               f"{completed.stderr[-2000:]}")
+        return parse_junit(junit)
+
+
+def parse_junit(path: Path) -> list[Check]:
+    checks = []
+    for case in ElementTree.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome, message = "failed", (child.get("message") or "") + "\n" + (child.text or "")[-1500:]
+            elif child.tag == "skipped":
+                outcome, message = "skipped", child.get("message") or ""
+        checks.append(Check(name, outcome, message.strip()))
+    return checks
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float, api: docker.APIClient, container: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(urllib.error.URLError, ConnectionError, OSError), urllib.request.urlopen(url, timeout=5):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s; container log:\n{logs(api, container)}")
+
+
+def wait_ssh(port: int, timeout: float, api: docker.APIClient, container: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            if sock.recv(64).startswith(b"SSH-"):
+                return
+        time.sleep(0.3)
+    raise RuntimeError(f"sshd on port {port} did not answer within {timeout:.0f} s; container log:\n{logs(api, container)}")
+
+
+def logs(api: docker.APIClient, container: str) -> str:
+    return api.logs(container, tail=30).decode(errors="replace")

@@ -1,0 +1,93 @@
+"""The smoke stage over a plan: which images to test, and their results in the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from .errors import UserError
+from .pipeline import BuildJob
+from .report import ImageRecord, Report
+from .smoke import SmokeResult, SmokeRunner, Target
+
+
+def target_of(job: BuildJob) -> Target:
+    spec = job.spec
+    return Target(image=job.image, tag=job.tag, variant=job.variant, flavor=spec.flavor,
+                  expected={"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl,
+                            "python": spec.python, "ngc": spec.ngc})
+
+
+def test_images(jobs: list[BuildJob], report: Report, console: Console, *, require_gpu: bool) -> list[SmokeResult]:
+    """Run the suite on each job's image (its tag must exist) and record the results in `report`."""
+    runner = SmokeRunner(require_gpu=require_gpu)
+    missing = [job.tag for job in jobs if not _exists(runner, job.tag)]
+    if missing:
+        raise UserError(f"not built: {', '.join(missing[:3])}; build first: python build.py build --tag ...")
+    results = []
+    for job in jobs:
+        console.print(f"smoke: {job.image}: starting", highlight=False)
+        result = runner.run(target_of(job))
+        results.append(result)
+        record_result(report, job, result)
+        state = "[green]passed[/]" if result.ok else "[bold red]FAILED[/]"
+        console.print(f"smoke: {job.image}: {state}: {result.summary()}", highlight=False)
+        for check in result.checks:
+            if check.outcome == "failed":
+                console.print(f"  [red]failed[/] {check.name}: {first_lines(check.message)}", highlight=False)
+        if result.error:
+            console.print(f"  [red]error[/] {result.error}", highlight=False)
+    return results
+
+
+def record_result(report: Report, job: BuildJob, result: SmokeResult) -> None:
+    record = next((r for r in report.images if r.image == job.image), None)
+    if record is None:
+        record = ImageRecord(image=job.image, entry=job.spec.name, variant=job.variant, tag=job.tag, result="not built here",
+                             versions=target_of(job).expected)
+        report.images.append(record)
+    record.stages["smoke"] = result.record()
+
+
+def first_lines(message: str, count: int = 3) -> str:
+    return " | ".join(line.strip() for line in message.splitlines()[:count] if line.strip())
+
+
+def _exists(runner: SmokeRunner, tag: str) -> bool:
+    try:
+        runner.api.inspect_image(tag)
+    except Exception:
+        return False
+    return True
+
+
+def load_report(path: Path, release: str, matrix_file: str) -> Report:
+    return Report.load(path) if path.exists() else Report(release=release, matrix=matrix_file)
+
+
+def selfcheck(*, require_gpu: bool) -> int:
+    """The GPU and compute checks against this host's Python through testinfra's local backend.
+
+    Proves the checks on a GPU machine that has no Docker. Returns pytest's exit code.
+    """
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    from .smoke import SMOKE_DIR
+
+    probe = ("import json, torch; print(json.dumps({'gpus': torch.cuda.device_count(), "
+             "'cuda': torch.version.cuda, 'torch': torch.__version__}))")
+    host = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                                     timeout=300).stdout)
+    facts = {"image": "local", "variant": "base", "flavor": "cuda" if host["cuda"] else "cpu", "expected": {},
+             "labels": {}, "user": "", "label_prefix": "", "require_gpu": require_gpu, "probes": str(SMOKE_DIR / "probes"),
+             "jupyter": None, "ssh": None, "gpus": host["gpus"]}
+    print(f"selfcheck: torch {host['torch']}, CUDA {host['cuda']}, {host['gpus']} GPU(s) on this host", flush=True)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(facts, handle)
+    command = [sys.executable, "-m", "pytest", str(SMOKE_DIR / "test_gpu.py"), str(SMOKE_DIR / "test_compute.py"),
+               "--hosts=local://", f"--facts={handle.name}", "-p", "no:cacheprovider", "-v", "-rs"]
+    return subprocess.run(command, check=False).returncode
