@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import secrets
 import socket
 import subprocess
@@ -39,6 +40,7 @@ SUITES = {
     "jupyter": ("test_versions.py", "test_hygiene.py", "test_jupyter.py"),
     "ssh": ("test_versions.py", "test_hygiene.py", "test_ssh.py"),
 }
+HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's host id in test names
 SHM_SIZE = "2g"  # DataLoader workers and NCCL pass tensors through /dev/shm (64 MB by default)
 SUITE_TIMEOUT = 900
 
@@ -224,7 +226,8 @@ class SmokeRunner:
 def parse_junit(path: Path) -> list[Check]:
     checks = []
     for case in ElementTree.parse(path).getroot().iter("testcase"):
-        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{HOST_PARAMETER.sub('', case.get('name', ''))}"
+        name = name.replace("[]", "")
         outcome, message = "passed", ""
         for child in case:
             if child.tag in ("failure", "error"):
@@ -256,8 +259,16 @@ def wait_ssh(port: int, timeout: float, api: docker.APIClient, container: str) -
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
             if sock.recv(64).startswith(b"SSH-"):
                 return
+        exited(api, container)
         time.sleep(0.3)
     raise RuntimeError(f"sshd on port {port} did not answer within {timeout:.0f} s; container log:\n{logs(api, container)}")
+
+
+def exited(api: docker.APIClient, container: str) -> None:
+    """Fail at once when the service's container has stopped instead of waiting out the timeout."""
+    state = api.inspect_container(container)["State"]
+    if not state["Running"]:
+        raise RuntimeError(f"the container exited with code {state['ExitCode']}; its log:\n{logs(api, container)}")
 
 
 def logs(api: docker.APIClient, container: str) -> str:

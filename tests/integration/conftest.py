@@ -83,6 +83,7 @@ class CpuBuild:
     spec: specs.ImageSpec
     result: subprocess.CompletedProcess[str]
     report: dict
+    report_path: Path
     tags: dict[str, str]  # variant -> tag
 
 
@@ -102,4 +103,4 @@ def cpu_build(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path
     assert result.returncode == 0, f"building the CPU entry failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     report = json.loads((out / "report.json").read_text())
     plan_tags = {r["variant"]: r["tag"] for r in report["images"]}
-    return CpuBuild(spec=spec, result=result, report=report, tags=plan_tags)
+    return CpuBuild(spec=spec, result=result, report=report, report_path=out / "report.json", tags=plan_tags)

@@ -1,0 +1,114 @@
+"""The smoke suite on real images: the CPU images pass every non-GPU check; broken images fail it."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import docker
+import pytest
+
+from torchimages.smoke import NO_GPU, SmokeResult, SmokeRunner, Target
+from torchimages.smokestage import target_of
+
+from .conftest import CPU_GLOB, RELEASE, CpuBuild, build_py
+
+
+@pytest.fixture(scope="module")
+def smoke_run(cpu_build: CpuBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
+    folder = tmp_path_factory.mktemp("smoke")
+    report = folder / "report.json"
+    shutil.copyfile(cpu_build.report_path, report)
+    result = build_py("test", "--tag", RELEASE, "--only", CPU_GLOB, "--report", str(report), timeout=900)
+    return result, json.loads(report.read_text())
+
+
+def test_cpu_images_pass_every_non_gpu_check(smoke_run: tuple) -> None:
+    result, report = smoke_run
+    assert result.returncode == 0, f"smoke suite failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    for record in report["images"]:
+        smoke = record["stages"]["smoke"]
+        assert smoke["failed"] == 0 and smoke["error"] is None, record["image"]
+        assert smoke["passed"] >= 10, f"{record['image']}: only {smoke['passed']} checks passed"
+        print(f"smoke {record['image']}: {smoke['seconds']} s, {smoke['passed']} passed, {smoke['skipped']} skipped")
+
+
+def test_gpu_checks_are_skipped_with_their_reason_never_passed(smoke_run: tuple) -> None:
+    result, report = smoke_run
+    base = next(r for r in report["images"] if r["variant"] == "base")["stages"]["smoke"]
+    gpu_checks = [c for c in base["checks"] if c["name"].startswith("test_gpu::") or "gpu" in c["name"].lower()
+                  or "fp16" in c["name"] or ("bf16" in c["name"] and "cpu" not in c["name"])]
+    assert gpu_checks and all(c["outcome"] == "skipped" and NO_GPU in c["message"] for c in gpu_checks), gpu_checks
+    assert base["skipped_no_gpu"] == len(gpu_checks) >= 8
+    assert "checks skipped for lack of a GPU (skips are not passes)" in result.stderr
+
+
+def test_require_gpu_turns_skips_into_failures(cpu_build: CpuBuild) -> None:
+    job_target = Target(image="base", tag=cpu_build.tags["base"], variant="base", flavor="cpu",
+                        expected=expected_of(cpu_build))
+    result = SmokeRunner(require_gpu=True).run(job_target)
+    failed = [c for c in result.checks if c.outcome == "failed"]
+    assert failed and all("--require-gpu" in c.message for c in failed), [c.name for c in failed]
+    assert result.skipped_no_gpu == 0 and not result.ok
+
+
+def expected_of(cpu_build: CpuBuild) -> dict:
+    spec = cpu_build.spec
+    return {"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl, "python": spec.python,
+            "ngc": spec.ngc}
+
+
+def broken(api: docker.APIClient, dockerfile: str, tag: str) -> str:
+    """Build a deliberately broken image on top of a good one."""
+    stream = api.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True, decode=True)
+    errors = [chunk for chunk in stream if "error" in chunk]
+    assert not errors, errors
+    return tag
+
+
+def failures(result: SmokeResult) -> dict[str, str]:
+    return {c.name: c.message for c in result.checks if c.outcome == "failed"}
+
+
+def test_torch_other_than_the_labels_say_fails(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+    tag = broken(api, f"FROM {cpu_build.tags['base']}\nLABEL io.torchimages.torch=\"2.12.0\"\n", "torchimages-broken:label")
+    result = SmokeRunner().run(Target("broken-label", tag, "base", "cpu", expected_of(cpu_build)))
+    found = failures(result)
+    assert list(found) == ["test_versions::test_labels_match_the_image"], found
+    assert f"label io.torchimages.torch='2.12.0' but the image has '{cpu_build.spec.torch}'" in next(iter(found.values()))
+
+
+def test_ssh_with_password_login_fails(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+    dockerfile = (f"FROM {cpu_build.tags['ssh']}\nUSER 0:0\n"
+                  "RUN sed -i -e 's/^PasswordAuthentication no/PasswordAuthentication yes/' "
+                  "-e 's/^KbdInteractiveAuthentication no/KbdInteractiveAuthentication yes/' "
+                  "/etc/ssh/torchimages_sshd_config && echo 'ml:hunter2' | chpasswd\nUSER 1000:1000\n")
+    tag = broken(api, dockerfile, "torchimages-broken:ssh-password")
+    result = SmokeRunner().run(Target("broken-ssh", tag, "ssh", "cpu", expected_of(cpu_build)))
+    found = failures(result)
+    assert list(found) == ["test_ssh::test_password_login_is_refused"], found
+    assert "password login must be off" in found["test_ssh::test_password_login_is_refused"]
+
+
+def test_jupyter_without_a_token_fails(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+    dockerfile = (f"FROM {cpu_build.tags['jupyter']}\n"
+                  'CMD ["start-jupyter", "--IdentityProvider.token="]\n')
+    tag = broken(api, dockerfile, "torchimages-broken:jupyter-no-token")
+    result = SmokeRunner().run(Target("broken-jupyter", tag, "jupyter", "cpu", expected_of(cpu_build)))
+    found = failures(result)
+    names = {name.split("[")[0] for name in found}
+    assert names == {"test_jupyter::test_authenticated_endpoint_needs_the_token"}, found
+    assert all("authentication is off" in message for message in found.values())
+
+
+def test_target_of_uses_the_matrix_entry(cpu_build: CpuBuild) -> None:
+    from torchimages import matrix, specs
+    from torchimages.pipeline import plan_jobs
+
+    from .conftest import ROOT
+
+    plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
+    job = plan_jobs(plan, RELEASE, Path("images"), only=(CPU_GLOB,))[0]
+    assert target_of(job).expected["torch"] == cpu_build.spec.torch
