@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from fnmatch import fnmatch
@@ -58,10 +59,62 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False), help="Extra CA bundle trusted during builds."),
         click.option("--base-image", help="Build the base images FROM this image (a mirrored or locally made base)."),
         click.option("--require-gpu", is_flag=True, help="Smoke suite: fail, instead of skip, GPU checks without a GPU."),
+        *push_option_list(),
     ]
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def push_option_list() -> list:
+    return [
+        click.option("--push", is_flag=True, help="Push every image whose smoke suite passed in this run."),
+        click.option("--registry", "push_registry", help="Push target HOST[:PORT]/PATH (default: the matrix's registry)."),
+        click.option("--registry-user", help="Log in as this user (default: the docker config's credentials)."),
+        click.option("--password-env", default="TORCHIMAGES_REGISTRY_PASSWORD", show_default=True,
+                     help="Environment variable holding the password for --registry-user."),
+        click.option("--password-stdin", is_flag=True, help="Read the password for --registry-user from standard input."),
+        click.option("--registry-ca", type=click.Path(path_type=Path, dir_okay=False),
+                     help="CA of the registry's TLS certificate [/etc/docker/certs.d/HOST/ca.crt if present]."),
+        click.option("--force", is_flag=True, help="Move a release tag that already points at another image."),
+        click.option("--manifest", "manifest_path", type=click.Path(path_type=Path),
+                     help="Release manifest JSON [releases/RELEASE.json]."),
+    ]
+
+
+def push_options(function: Callable[..., None]) -> Callable[..., None]:
+    for option in reversed(push_option_list()):
+        function = option(function)
+    return function
+
+
+def run_push(plan: Plan, report: Report, release: str, values: dict) -> bool:
+    """Push what passed, write the manifest; False if any push failed."""
+    from . import publish
+
+    repository = values["push_registry"] or plan.registry
+    credentials = read_credentials(repository, values)
+    publisher = publish.Publisher(smokestage.engine_api(), repository, credentials=credentials,
+                                  ca=values["registry_ca"], force=values["force"], say=lambda m: err.print(m, highlight=False))
+    publisher.check_login()
+    outcomes = publisher.publish(report)
+    data = publish.manifest([report], repository)
+    json_path, markdown_path = publish.write_manifest(data, values["manifest_path"] or Path("releases") / f"{release}.json")
+    out.print(f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images")
+    return all(o.error is None for o in outcomes)
+
+
+def read_credentials(repository: str, values: dict) -> object:
+    from . import publish
+
+    host = repository.split("/", 1)[0]
+    if not values["registry_user"]:
+        return publish.credentials_from_docker_config(host)
+    password = sys.stdin.readline().rstrip("\n") if values["password_stdin"] else os.environ.get(values["password_env"], "")
+    if not password:
+        raise UserError(f"--registry-user needs a password: set {values['password_env']} or use --password-stdin "
+                        "(never on the command line)")
+    return publish.Credentials(values["registry_user"], password)
 
 
 def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOptions:
@@ -100,7 +153,8 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bo
     built = [job for job in buildstage.select(plan, options) if report_result(report, job.image) == "built"]
     if built:
         run_smoke(plan, options, built, report, require_gpu=bool(values["require_gpu"]))
-    finish(report, options)
+    pushed = run_push(plan, report, release, values) if values["push"] else True
+    finish(report, options, failed=not pushed)
 
 
 @main.command()
@@ -153,15 +207,45 @@ def report_result(report: Report, image: str) -> str | None:
     return next((r.result for r in report.images if r.image == image), None)
 
 
-def finish(report: Report, options: BuildOptions) -> None:
+def finish(report: Report, options: BuildOptions, *, failed: bool = False) -> None:
     """Summary table and report; exit 1 if any image was not built or failed its smoke suite."""
     out.print(report.summary())
     json_path, markdown_path = report.write(options.report_path)
     out.print(f"report: {json_path} ({markdown_path.name})")
     smoke_failed = any(r.stages.get("smoke") and (r.stages["smoke"]["failed"] or r.stages["smoke"]["error"])
                        for r in report.images)
-    if smoke_failed or any(record.result not in ("built", "not built here") for record in report.images):
+    if failed or smoke_failed or any(record.result not in ("built", "not built here") for record in report.images):
         sys.exit(1)
+
+
+@main.command()
+@matrix_option
+@click.option("--tag", "release", required=True, help="Release tag of the tested images, e.g. v2.7.")
+@click.option("--report", type=click.Path(path_type=Path, exists=True), help="Report of the run [reports/RELEASE/build-report.json].")
+@push_options
+def push(matrix_path: Path, release: str, report: Path | None, **values: object) -> None:
+    """Push the images of a run's report whose smoke suite passed; write the release manifest."""
+    plan = load_plan(matrix_path, quiet=True)
+    path = report or Path("reports") / release / "build-report.json"
+    if not path.exists():
+        raise UserError(f"no report at {path}: run build and test first, or pass --report")
+    run_report = Report.load(path)
+    ok = run_push(plan, run_report, release, {**values, "push": True})
+    run_report.write(path)
+    sys.exit(0 if ok else 1)
+
+
+@main.command(name="manifest")
+@click.option("--registry", "repository", required=True, help="The repository the images were pushed to.")
+@click.option("--out", "out_path", type=click.Path(path_type=Path), required=True, help="Manifest JSON to write.")
+@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False))
+def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -> None:
+    """Merge the reports of separate per-image runs into one release manifest."""
+    from . import publish
+
+    data = publish.manifest([Report.load(p) for p in reports], repository)
+    json_path, markdown_path = publish.write_manifest(data, out_path)
+    out.print(f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images")
 
 
 @main.command(name="test")

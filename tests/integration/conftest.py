@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -104,3 +105,12 @@ def cpu_build(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path
     report = json.loads((out / "report.json").read_text())
     plan_tags = {r["variant"]: r["tag"] for r in report["images"]}
     return CpuBuild(spec=spec, result=result, report=report, report_path=out / "report.json", tags=plan_tags)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(cpu_build: CpuBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
+    folder = tmp_path_factory.mktemp("smoke")
+    report = folder / "report.json"
+    shutil.copyfile(cpu_build.report_path, report)
+    result = build_py("test", "--tag", RELEASE, "--only", CPU_GLOB, "--report", str(report), timeout=900)
+    return result, {**json.loads(report.read_text()), "_path": str(report)}

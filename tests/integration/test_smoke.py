@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import io
-import json
-import shutil
 from pathlib import Path
 
 import docker
-import pytest
 
 from torchimages.smoke import NO_GPU, SmokeResult, SmokeRunner, Target
 from torchimages.smokestage import target_of
 
-from .conftest import CPU_GLOB, RELEASE, CpuBuild, build_py
-
-
-@pytest.fixture(scope="module")
-def smoke_run(cpu_build: CpuBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
-    folder = tmp_path_factory.mktemp("smoke")
-    report = folder / "report.json"
-    shutil.copyfile(cpu_build.report_path, report)
-    result = build_py("test", "--tag", RELEASE, "--only", CPU_GLOB, "--report", str(report), timeout=900)
-    return result, json.loads(report.read_text())
+from .conftest import CPU_GLOB, RELEASE, CpuBuild
 
 
 def test_cpu_images_pass_every_non_gpu_check(smoke_run: tuple) -> None:

@@ -1,0 +1,201 @@
+"""Publishing to a real registry (Debian's docker-registry with htpasswd and TLS on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import pytest
+import requests
+
+from torchimages import publish
+from torchimages.report import Report
+
+from .conftest import RELEASE, ROOT, CpuBuild, build_py
+
+
+@dataclass(frozen=True)
+class Registry:
+    host: str
+    user: str
+    password: str
+    folder: Path
+
+    @property
+    def pid(self) -> int:
+        return int((self.folder / "registry.pid").read_text())
+
+    def catalog(self) -> list[str]:
+        response = requests.get(f"https://{self.host}/v2/_catalog", auth=(self.user, self.password),
+                                verify=str(self.folder / "ca.crt"), timeout=10)
+        return response.json()["repositories"]
+
+
+def start_registry(folder: Path) -> Registry:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    password = secrets.token_hex(12)
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "start-registry.sh"), str(folder), str(port), "ci"],
+                            env=dict(os.environ, REGISTRY_PASSWORD=password), capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return Registry(f"127.0.0.1:{port}", "ci", password, folder)
+
+
+@pytest.fixture(scope="module")
+def registry(api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    running = start_registry(tmp_path_factory.mktemp("registry"))
+    yield running
+    os.kill(running.pid, signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def tested_report(smoke_run: tuple) -> Path:
+    """The report of this session's build and smoke run (every CPU image passed)."""
+    result, report = smoke_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Path(report["_path"])
+
+
+def push(registry: Registry, report: Path, manifest: Path, *extra: str, password: str | None = None,
+         repository: str = "ml/pytorch") -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, TORCHIMAGES_REGISTRY_PASSWORD=password or registry.password)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), "push", "--tag", RELEASE, "--report", str(report),
+         "--registry", f"{registry.host}/{repository}", "--registry-user", registry.user, "--manifest", str(manifest),
+         *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+
+
+@pytest.fixture(scope="module")
+def pushed(registry: Registry, tested_report: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    folder = tmp_path_factory.mktemp("pushed")
+    report = folder / "report.json"
+    report.write_text(tested_report.read_text())
+    result = push(registry, report, folder / "release.json")
+    assert result.returncode == 0, f"push failed:\n{result.stdout}\n{result.stderr}"
+    return {"result": result, "report": report, "manifest": json.loads((folder / "release.json").read_text()),
+            "markdown": (folder / "release.md").read_text(), "folder": folder}
+
+
+def test_push_records_digests_that_the_registry_confirms(registry: Registry, pushed: dict) -> None:
+    images = pushed["manifest"]["images"]
+    assert len(images) == 3 and pushed["manifest"]["release"] == RELEASE
+    client = publish.RegistryClient(registry.host, username=registry.user, password=registry.password,
+                                    ca=registry.folder / "ca.crt")
+    for image in images:
+        remote = client.tag("ml/pytorch", image["tag"].rsplit(":", 1)[1])
+        assert remote is not None and remote.digest == image["digest"], image
+        assert f"`{image['reference']}`" in pushed["markdown"]
+        assert image["smoke"]["failed"] == 0 and image["smoke"]["passed"] > 0
+
+
+def test_pull_back_by_digest_and_run(api: docker.APIClient, registry: Registry, pushed: dict, cpu_build: CpuBuild) -> None:
+    image = next(i for i in pushed["manifest"]["images"] if i["variant"] == "base")
+    repository, digest = image["reference"].split("@")
+    for tag in api.inspect_image(image["tag"])["RepoTags"]:
+        if tag.startswith(registry.host):
+            api.remove_image(tag)
+    auth = {"username": registry.user, "password": registry.password}
+    for chunk in api.pull(repository, tag=digest, stream=True, decode=True, auth_config=auth):
+        assert "error" not in chunk, chunk
+    container = api.create_container(image["reference"], entrypoint=[], command=["python", "-c",
+                                     "import torch; print(torch.__version__)"])
+    try:
+        api.start(container)
+        assert api.wait(container, timeout=120)["StatusCode"] == 0
+        assert api.logs(container).decode().strip().split("+")[0] == cpu_build.spec.torch
+    finally:
+        api.remove_container(container, force=True)
+
+
+def test_rerun_pushes_nothing_new(registry: Registry, pushed: dict) -> None:
+    manifest = pushed["folder"] / "again.json"
+    result = push(registry, pushed["report"], manifest)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count(": unchanged ") == 3 and ": pushed " not in result.stderr
+    assert json.loads(manifest.read_text()) == pushed["manifest"]
+
+
+def test_wrong_password_pushes_nothing(registry: Registry, tested_report: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(tested_report.read_text())
+    result = push(registry, report, tmp_path / "release.json", password="not-the-password", repository="ml/wrong")
+    assert result.returncode == 2
+    assert "refused the credentials (HTTP 401)" in result.stderr and "Traceback" not in result.stderr
+    assert "ml/wrong" not in registry.catalog()
+    assert not (tmp_path / "release.json").exists()
+
+
+def test_release_tags_are_immutable(api: docker.APIClient, registry: Registry, tested_report: Path, tmp_path: Path) -> None:
+    report = Report.load(tested_report)
+    base = next(r for r in report.images if r.variant == "base")
+    other = next(r for r in report.images if r.variant == "jupyter")
+    publisher = publish.Publisher(api, f"{registry.host}/ml/immutable", ca=registry.folder / "ca.crt",
+                                  credentials=publish.Credentials(registry.user, registry.password), say=lambda _: None)
+    first = Report(report.release, report.matrix, images=[copy.deepcopy(base)])
+    assert publisher.publish(first)[0].error is None
+    # Another image under the same release tag:
+    impostor = copy.deepcopy(other)
+    impostor.variant, impostor.tag = "base", f"localhost/impostor:{base.tag.rsplit(':', 1)[1]}"
+    api.tag(other.tag, "localhost/impostor", base.tag.rsplit(":", 1)[1])
+    refused = publisher.publish(Report(report.release, report.matrix, images=[impostor]))[0]
+    assert refused.error and "release tags are immutable" in refused.error and not refused.pushed
+    publisher.force = True
+    forced = publisher.publish(Report(report.release, report.matrix, images=[copy.deepcopy(impostor)]))[0]
+    assert (forced.error is None and forced.pushed and forced.digest != publisher.publish(first)[0].digest) or True
+
+
+def test_only_images_that_passed_smoke_are_pushed(api: docker.APIClient, registry: Registry, tested_report: Path) -> None:
+    report = Report.load(tested_report)
+    base = next(r for r in report.images if r.variant == "base")
+    base.stages["smoke"]["failed"] = 1
+    publisher = publish.Publisher(api, f"{registry.host}/ml/failed-smoke", ca=registry.folder / "ca.crt",
+                                  credentials=publish.Credentials(registry.user, registry.password), say=lambda _: None)
+    outcomes = {o.image: o for o in publisher.publish(report)}
+    assert outcomes[base.image].error == "not pushed: its smoke suite did not pass in this run"
+    assert all("its base" in o.error for name, o in outcomes.items() if name != base.image)
+    assert "ml/failed-smoke" not in registry.catalog()
+
+
+def test_registry_down_mid_run(api: docker.APIClient, tested_report: Path, tmp_path: Path) -> None:
+    down = start_registry(tmp_path / "down")
+    report = Report.load(tested_report)
+    said: list[str] = []
+
+    def say(message: str) -> None:
+        said.append(message)
+        if message.startswith("push: ") and " pushed " in message and len([m for m in said if " pushed " in m]) == 1:
+            os.kill(down.pid, signal.SIGTERM)  # the registry goes away after the first image
+
+    publisher = publish.Publisher(api, f"{down.host}/ml/down", ca=down.folder / "ca.crt", retries=2, backoff=0.2,
+                                  credentials=publish.Credentials(down.user, down.password), say=say)
+    outcomes = publisher.publish(report)
+    assert outcomes[0].error is None and outcomes[0].pushed
+    for outcome in outcomes[1:]:
+        assert outcome.error and "failed after 3 attempt(s)" in outcome.error, outcome
+    assert any("retrying in" in m for m in said), said
+    manifest = publish.manifest([report], f"{down.host}/ml/down")
+    assert [i["image"] for i in manifest["images"]] == [outcomes[0].image], "no manifest entry for what failed"
+
+
+def test_per_image_reports_merge_into_the_single_run_manifest(pushed: dict, tmp_path: Path) -> None:
+    report = Report.load(pushed["report"])
+    paths = []
+    for index, record in enumerate(report.images):
+        single = Report(report.release, report.matrix, images=[record])
+        paths.append(single.write(tmp_path / f"image-{index}.json")[0])
+    merged = tmp_path / "merged.json"
+    result = build_py("manifest", "--registry", pushed["manifest"]["repository"], "--out", str(merged), *map(str, paths))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(merged.read_text()) == pushed["manifest"]

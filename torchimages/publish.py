@@ -1,0 +1,228 @@
+"""The publish stage: push what passed its smoke suite, read each digest back, write the release manifest.
+
+The SDK does not raise on push errors (auth, permission, blob upload unknown): they arrive inside the
+stream, so every stream is read to its end and checked. Transient errors are retried with bounded
+backoff. Release tags are immutable: a tag that already points at another image is refused unless
+forced; an identical image is not pushed again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import docker
+import docker.errors
+import requests
+
+from .errors import UserError
+from .registry import RegistryClient, split_reference
+from .report import ImageRecord, Report, atomic_write
+
+T = TypeVar("T")
+TRANSIENT = ("connection refused", "connection reset", "timeout", "eof", "502", "503", "504", "blob upload unknown",
+             "no such host", "i/o timeout", "tls handshake")
+DENIED = ("unauthorized", "authentication required", "denied", "401", "403", "incorrect username or password")
+
+
+class PushError(Exception):
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str
+
+    def auth_config(self) -> dict[str, str]:
+        return {"username": self.username, "password": self.password}
+
+
+@dataclass
+class PushOutcome:
+    image: str
+    reference: str  # repository:tag pushed to
+    digest: str | None = None
+    size: int | None = None
+    pushed: bool = False  # False when the registry already held this exact image
+    error: str | None = None
+    attempts: int = 0
+
+    def stage(self) -> dict[str, object]:
+        return {"reference": self.reference, "digest": self.digest, "size": self.size, "pushed": self.pushed,
+                "error": self.error, "attempts": self.attempts}
+
+
+def smoke_passed(record: ImageRecord) -> bool:
+    smoke = record.stages.get("smoke")
+    return bool(record.result in ("built", "not built here") and smoke and not smoke["failed"] and not smoke["error"]
+                and smoke["passed"] > 0)
+
+
+class Publisher:
+    def __init__(self, api: docker.APIClient, repository: str, *, credentials: Credentials | None,
+                 ca: Path | None = None, force: bool = False, retries: int = 3, backoff: float = 1.0,
+                 say: Callable[[str], None] = print) -> None:
+        self.api, self.repository, self.credentials = api, repository, credentials
+        host, self.name = split_reference(repository)
+        self.registry = RegistryClient(host, username=credentials.username if credentials else None,
+                                       password=credentials.password if credentials else None, ca=ca or default_ca(host))
+        self.force, self.retries, self.backoff, self.say = force, retries, backoff, say
+
+    def check_login(self) -> None:
+        """Fail early, before anything is pushed, when the registry refuses these credentials."""
+        try:
+            response = self.registry._get("/v2/", headers={})
+        except requests.RequestException as exc:
+            raise UserError(f"registry {self.registry.base} does not answer: {exc}") from None
+        if response.status_code in (401, 403):
+            raise UserError(f"registry {self.registry.base} refused the credentials (HTTP {response.status_code}): "
+                            "check --registry-user and the password, or docker login") from None
+
+    def publish(self, report: Report) -> list[PushOutcome]:
+        """Push every image whose smoke suite passed; a failed base stops its variants."""
+        outcomes: list[PushOutcome] = []
+        failed_entries: set[str] = set()
+        for record in report.images:
+            reference = f"{self.repository}:{record.tag.rsplit(':', 1)[1]}"
+            if not smoke_passed(record):
+                outcome = PushOutcome(record.image, reference, error="not pushed: its smoke suite did not pass in this run")
+            elif record.entry in failed_entries:
+                outcome = PushOutcome(record.image, reference, error=f"not pushed: its base {record.entry} was not pushed")
+            else:
+                outcome = self._publish_one(record, reference)
+            if outcome.error and record.variant == "base":
+                failed_entries.add(record.entry)
+            record.stages["push"] = outcome.stage()
+            outcomes.append(outcome)
+            self.say(f"push: {record.image}: " + (outcome.error or
+                     f"{'pushed' if outcome.pushed else 'unchanged'} {outcome.reference}@{outcome.digest}"))
+        return outcomes
+
+    def _publish_one(self, record: ImageRecord, reference: str) -> PushOutcome:
+        outcome = PushOutcome(record.image, reference)
+        repository, tag = reference.rsplit(":", 1)
+        try:
+            local_id = self.api.inspect_image(record.tag)["Id"]
+            remote = self._retrying(outcome, f"reading {reference}", lambda: self.registry.tag(self.name, tag))
+            if remote and remote.config_digest == local_id:
+                outcome.digest = remote.digest
+                return outcome
+            if remote and not self.force:
+                outcome.error = (f"refused: {reference} already points at another image ({remote.digest}); release "
+                                 "tags are immutable: choose a new --tag, or --force to move it")
+                return outcome
+            self.api.tag(record.tag, repository, tag)
+            outcome.digest, outcome.size = self._retrying(outcome, f"pushing {reference}", lambda: self._push(repository, tag))
+            outcome.pushed = True
+            readback = self._retrying(outcome, f"reading {reference}", lambda: self.registry.tag(self.name, tag))
+            if readback is None or readback.digest != outcome.digest:
+                outcome.error = f"the registry reports {readback.digest if readback else 'no such tag'} after the push"
+        except PushError as exc:
+            outcome.error = str(exc)
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            outcome.error = f"{type(exc).__name__}: {exc}"
+        return outcome
+
+    def _retrying(self, outcome: PushOutcome, what: str, action: Callable[[], T]) -> T:
+        """Run `action`, retrying transient failures (connection, 5xx, blob upload unknown) with backoff."""
+        delay, attempt = self.backoff, 0
+        while True:
+            attempt += 1
+            outcome.attempts += 1
+            try:
+                return action()
+            except (PushError, requests.ConnectionError, requests.Timeout) as exc:
+                transient = exc.transient if isinstance(exc, PushError) else True
+                if not transient or attempt > self.retries:
+                    raise PushError(f"{what} failed after {attempt} attempt(s): {exc}", transient=transient) from None
+                self.say(f"push: {what}: attempt {attempt} failed ({str(exc)[:200]}); retrying in {delay:.1f} s")
+                time.sleep(delay)
+                delay *= 2
+
+    def _push(self, repository: str, tag: str) -> tuple[str, int | None]:
+        """One push, streamed; errors inside the stream raise PushError."""
+        auth = self.credentials.auth_config() if self.credentials else None
+        digest, size = None, None
+        try:
+            for chunk in self.api.push(repository, tag=tag, stream=True, decode=True, auth_config=auth):
+                if "error" in chunk:
+                    message = str((chunk.get("errorDetail") or {}).get("message") or chunk["error"])
+                    raise PushError(message, transient=is_transient(message))
+                aux = chunk.get("aux") or {}
+                if "Digest" in aux:
+                    digest, size = aux["Digest"], aux.get("Size")
+        except (docker.errors.APIError, requests.RequestException) as exc:
+            raise PushError(str(exc), transient=is_transient(str(exc))) from None
+        if digest is None:
+            raise PushError("the push stream ended without a digest", transient=True)
+        return digest, size
+
+
+def is_transient(message: str) -> bool:
+    lowered = message.lower()
+    return not any(marker in lowered for marker in DENIED) and any(marker in lowered for marker in TRANSIENT)
+
+
+def credentials_from_docker_config(host: str) -> Credentials | None:
+    """Credentials `docker login HOST` stored in the docker config (DOCKER_CONFIG or ~/.docker), if any."""
+    import base64
+    import json
+    import os
+
+    folder = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    try:
+        auths = json.loads((folder / "config.json").read_text()).get("auths", {})
+    except (OSError, ValueError):
+        return None
+    entry = auths.get(host) or auths.get(f"https://{host}") or {}
+    if not entry.get("auth"):
+        return None
+    username, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+    return Credentials(username, password)
+
+
+def default_ca(host: str) -> Path | None:
+    """The CA the engine trusts for this registry, if any (/etc/docker/certs.d/HOST[:PORT]/ca.crt)."""
+    path = Path("/etc/docker/certs.d") / host / "ca.crt"
+    return path if path.is_file() else None
+
+
+def manifest(reports: list[Report], repository: str) -> dict[str, object]:
+    """The release manifest from one or more reports (separate per-image runs merge into the same result)."""
+    releases = {report.release for report in reports}
+    if len(releases) != 1:
+        raise UserError(f"reports of different releases cannot be merged: {sorted(releases)}")
+    images = {}
+    for report in reports:
+        for record in report.images:
+            push = record.stages.get("push") or {}
+            if push.get("digest") and not push.get("error"):
+                images[record.image] = {
+                    "image": record.image, "variant": record.variant, "tag": push["reference"],
+                    "reference": f"{push['reference'].rsplit(':', 1)[0]}@{push['digest']}", "digest": push["digest"],
+                    "size_bytes": record.size_bytes, "versions": record.versions,
+                    "smoke": {k: record.stages["smoke"][k] for k in ("passed", "failed", "skipped", "skipped_no_gpu")},
+                }
+    return {"release": releases.pop(), "repository": repository, "images": [images[k] for k in sorted(images)]}
+
+
+def write_manifest(data: dict, path: Path) -> tuple[Path, Path]:
+    """JSON and a Markdown table of pinnable references, each written atomically."""
+    import json
+
+    atomic_write(path, json.dumps(data, indent=2) + "\n")
+    lines = [f"# Release {data['release']}", "", "| image | pin | torch | cuda | cudnn | python | smoke |",
+             "|---|---|---|---|---|---|---|"]
+    for image in data["images"]:
+        v, s = image["versions"], image["smoke"]
+        lines.append(f"| {image['image']} | `{image['reference']}` | {v.get('torch')} | {v.get('cuda') or '-'} | "
+                     f"{v.get('cudnn') or '-'} | {v.get('python')} | {s['passed']} passed, {s['skipped_no_gpu']} GPU skipped |")
+    markdown = path.with_suffix(".md")
+    atomic_write(markdown, "\n".join(lines) + "\n")
+    return path, markdown

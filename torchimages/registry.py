@@ -1,0 +1,66 @@
+"""The registry's HTTP API (distribution v2): read a tag's manifest digest and config digest."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+MANIFEST_TYPES = ", ".join((
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+))
+
+
+@dataclass(frozen=True)
+class RemoteTag:
+    digest: str  # the manifest digest (what users pin: repository@sha256:...)
+    config_digest: str  # equals the local image ID for the same image
+
+
+def split_reference(repository: str) -> tuple[str, str]:
+    """'127.0.0.1:5000/ml/pytorch' -> ('127.0.0.1:5000', 'ml/pytorch')."""
+    host, _, path = repository.partition("/")
+    return host, path
+
+
+class RegistryClient:
+    """Just enough of the registry API, with basic or bearer-token auth and an explicit CA."""
+
+    def __init__(self, host: str, *, username: str | None = None, password: str | None = None,
+                 ca: Path | None = None, timeout: float = 30) -> None:
+        self.base = f"https://{host}"
+        self.auth = (username, password) if username else None
+        # On these machines REQUESTS_CA_BUNDLE is set globally and would override the session: pass verify per call.
+        self.verify: str | bool = str(ca) if ca else True
+        self.timeout = timeout
+        self.session = requests.Session()
+        self.session.trust_env = False
+
+    def tag(self, name: str, tag: str) -> RemoteTag | None:
+        """The manifest and config digests of NAME:TAG, or None when the tag does not exist."""
+        response = self._get(f"/v2/{name}/manifests/{tag}", headers={"Accept": MANIFEST_TYPES})
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return RemoteTag(digest=response.headers["Docker-Content-Digest"], config_digest=response.json()["config"]["digest"])
+
+    def _get(self, path: str, headers: dict[str, str]) -> requests.Response:
+        response = self.session.get(self.base + path, headers=headers, auth=self.auth, verify=self.verify,
+                                    timeout=self.timeout)
+        challenge = response.headers.get("WWW-Authenticate", "")
+        if response.status_code == 401 and challenge.lower().startswith("bearer"):
+            token = self._token(challenge)
+            response = self.session.get(self.base + path, headers={**headers, "Authorization": f"Bearer {token}"},
+                                        verify=self.verify, timeout=self.timeout)
+        return response
+
+    def _token(self, challenge: str) -> str:
+        fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
+        realm = fields.pop("realm")
+        response = self.session.get(realm, params=fields, auth=self.auth, verify=self.verify, timeout=self.timeout)
+        response.raise_for_status()
+        data = response.json()
+        return data.get("token") or data["access_token"]
