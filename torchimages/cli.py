@@ -313,11 +313,16 @@ def render(matrix_path: Path, release: str | None, out_dir: Path, check: bool) -
 @matrix_option
 @click.option("--tag", "release", default=None, help="Release tag used in image tags (default: the rendered one, or 'dev').")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default="table", show_default=True)
-def list_matrix(matrix_path: Path, release: str | None, fmt: str) -> None:
+@click.option("--per", type=click.Choice(["image", "entry"]), default="image", show_default=True,
+              help="One row per image, or per matrix entry (its base image with its variants).")
+def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str) -> None:
     """List the expanded images: name, variant, tag, flavor and versions."""
     plan = load_plan(matrix_path, quiet=fmt != "table")
     release = release or render_stage.rendered_release(Path("images")) or "dev"
     rows = image_rows(plan, release)
+    if per == "entry":
+        rows = [{**row, "images": [r["image"] for r in rows if r["entry"] == row["entry"]]}
+                for row in rows if row["variant"] == "base"]
     if fmt == "github":
         click.echo(json.dumps({"include": rows}, separators=(",", ":")))
     elif fmt == "json":

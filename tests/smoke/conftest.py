@@ -57,6 +57,8 @@ def probe(host: Any, facts: Facts, name: str, *args: str, timeout: int = 120) ->
 def gpu(facts: Facts) -> int:
     """The GPU count given to the container; skips (or, with --require-gpu, fails) when there is none."""
     if facts.gpus:
+        if facts.flavor == "cpu":
+            pytest.skip("a cpu image holds a CPU build of torch: the GPU is not for it")
         return facts.gpus
     if facts.require_gpu:
         pytest.fail(f"{NO_GPU}, and --require-gpu was given: run on a GPU machine with the NVIDIA container runtime")
