@@ -268,6 +268,51 @@ def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavor
     finish(results_report, options)
 
 
+@main.command(name="bench")
+@matrix_option
+@click.option("--tag", "release", help="Release tag of the built images, e.g. v2.7 (not with --local).")
+@click.option("--only", multiple=True, metavar="GLOB", help="Image names to measure (repeatable; default: base images).")
+@click.option("--local", is_flag=True, help="Measure this host's own Python instead of images.")
+@click.option("--seconds", default=2.0, show_default=True, help="Measuring time per case.")
+@click.option("--min-amp-speedup", type=float, help="Exit 1 unless AMP fp16 is at least this many times faster.")
+@click.option("--report", type=click.Path(path_type=Path), help="Report JSON to add results to [reports/RELEASE/build-report.json].")
+def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ...], local: bool, seconds: float,
+                  min_amp_speedup: float | None, report: Path | None) -> None:
+    """Training throughput: cudnn.benchmark off/on, fp32 vs AMP fp16/bf16, TF32 off/on."""
+    from . import bench
+    from .smoke import SmokeRunner
+
+    if local:
+        results = {"local": bench.local(seconds)}
+    else:
+        if not release:
+            raise click.UsageError("--tag is required (or --local)")
+        plan = load_plan(matrix_path, quiet=True)
+        options = BuildOptions(release=release, images_dir=Path("images"), only=only, variants=() if only else ("base",),
+                               report=report)
+        runner = SmokeRunner()
+        results = {job.image: bench.in_image(runner, job.tag, seconds) for job in buildstage.select(plan, options)}
+        run_report = smokestage.load_report(options.report_path, release, plan.file)
+        for record in run_report.images:
+            if record.image in results:
+                record.stages["bench"] = results[record.image]
+        run_report.write(options.report_path)
+    gate_failures = []
+    for name, result in results.items():
+        out.print(bench_table(name, result))
+        if min_amp_speedup is not None and (problem := bench.amp_gate(result, min_amp_speedup)):
+            gate_failures.append(problem)
+    for problem in gate_failures:
+        err.print(f"[bold red]gate failed[/]: {problem}")
+    sys.exit(1 if gate_failures else 0)
+
+
+def bench_table(name: str, result: dict) -> object:
+    from . import bench
+
+    return bench.table(name, result)
+
+
 @main.command()
 @click.option("--require-gpu", is_flag=True, help="Fail, instead of skip, the GPU checks when no GPU is present.")
 def selfcheck(require_gpu: bool) -> None:

@@ -20,7 +20,7 @@ from .specs import ImageSpec, Plan
 
 TEMPLATE = "Dockerfile.j2"
 MARKER = "rendered.json"
-EXECUTABLE = {"start-jupyter", "jupyter-healthcheck", "start-sshd"}
+EXECUTABLE = {"start-jupyter", "jupyter-healthcheck", "start-sshd", "image-doctor", "torchimages-entrypoint"}
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,13 @@ def labels(plan: Plan, spec: ImageSpec, release: str, variant: str, settings: Se
     return found
 
 
+def image_facts(spec: ImageSpec, release: str) -> dict[str, str | None]:
+    """The declared versions, as a file in the image: labels are not visible from inside a container."""
+    return {"name": spec.name, "release": release, "flavor": spec.flavor, "torch": spec.torch, "cuda": spec.cuda,
+            "cudnn": spec.cudnn, "nccl": spec.nccl, "python": spec.python, "ngc": spec.ngc,
+            "min_driver": spec.min_driver, "min_driver_minor_compat": spec.min_driver_compat}
+
+
 def _description(spec: ImageSpec, variant: str) -> str:
     stack = f"PyTorch {spec.torch}, Python {spec.python}"
     if spec.cuda:
@@ -93,6 +100,7 @@ def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, *, variant: str
         "spec": spec, "variant": variant, "release": release, "settings": settings,
         "labels": labels(plan, spec, release, variant, settings),
         "base_tag": plan.tag(release, spec.name), "template": TEMPLATE, "matrix_file": Path(plan.file).name,
+        "image_facts": image_facts(spec, release),
     }
     files = {"Dockerfile": env.get_template(TEMPLATE).render(values)}
     files.update(_static_files(env, variant, values))
@@ -106,9 +114,11 @@ def _static_files(env: jinja2.Environment, variant: str, values: dict) -> dict[s
         "build-config/extra-ca.pem": "",
         "build-config/wheelhouse/.keep": "",
     }
-    names = {"jupyter": ["start-jupyter", "jupyter-healthcheck"], "ssh": ["start-sshd", "sshd_config", "profile.sh"]}
+    names = {"base": ["image-doctor", "torchimages-entrypoint", "image.json"],
+             "jupyter": ["start-jupyter", "jupyter-healthcheck"], "ssh": ["start-sshd", "sshd_config", "profile.sh"]}
+    folder = {"base": "image"}
     for name in names.get(variant, []):
-        files[f"{variant}/{name}"] = env.get_template(f"files/{name}").render(values)
+        files[f"{folder.get(variant, variant)}/{name}"] = env.get_template(f"files/{name}").render(values)
     return files
 
 

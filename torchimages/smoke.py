@@ -133,12 +133,12 @@ class SmokeRunner:
         elif target.variant == "ssh":
             facts["ssh"] = self._start_ssh(target, containers, tmp)
         else:
-            containers.append(self._create(target.tag, command=["sleep", "infinity"]))
+            containers.append(self.start_container(target.tag, command=["sleep", "infinity"]))
         self._upload_probes(containers[0])
         facts["gpus"] = self._gpu_count(containers[0])
         return facts
 
-    def _create(self, tag: str, *, command: list[str] | None = None, environment: dict[str, str] | None = None,
+    def start_container(self, tag: str, *, command: list[str] | None = None, environment: dict[str, str] | None = None,
                 port: int | None = None, container_port: int | None = None, user: str | None = None,
                 binds: dict[str, dict[str, str]] | None = None) -> str:
         """Create and start a container as `docker run` would, with a GPU request when the engine has one."""
@@ -161,7 +161,7 @@ class SmokeRunner:
         for name, user, binds in (("default", None, None),
                                   ("user-4242", "4242:4242", {str(mount): {"bind": "/workspace/shared", "mode": "rw"}})):
             token, port = secrets.token_hex(16), free_port()
-            container = self._create(target.tag, environment={"JUPYTER_TOKEN": token}, port=port, container_port=8888,
+            container = self.start_container(target.tag, environment={"JUPYTER_TOKEN": token}, port=port, container_port=8888,
                                      user=user, binds=binds)
             containers.append(container)
             servers[name] = {"url": f"http://127.0.0.1:{port}", "token": token, "container": container,
@@ -169,24 +169,28 @@ class SmokeRunner:
         for server in servers.values():
             wait_http(f"{server['url']}/api", 90, self.api, server["container"])
             if server["uid"] is None:
-                server["uid"] = int(self._exec(server["container"], ["id", "-u"]).strip())
+                server["uid"] = int(self.exec(server["container"], ["id", "-u"]).strip())
         return servers
 
     def _start_ssh(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
         key = tmp / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
         port = free_port()
-        containers.append(self._create(target.tag, environment={"SSH_AUTHORIZED_KEYS": key.with_suffix(".pub").read_text()},
+        containers.append(self.start_container(target.tag, environment={"SSH_AUTHORIZED_KEYS": key.with_suffix(".pub").read_text()},
                                        port=port, container_port=22))
         wait_ssh(port, 30, self.api, containers[-1])
-        user = self._exec(containers[-1], ["id", "-un"]).strip()
+        user = self.exec(containers[-1], ["id", "-un"]).strip()
         return {"port": port, "key": str(key), "user": user}
 
     def _upload_probes(self, container: str) -> None:
+        self.upload(container, sorted((SMOKE_DIR / "probes").glob("*.py")), "torchimages-probes")
+
+    def upload(self, container: str, files: list[Path], folder: str) -> None:
+        """Copy `files` into /tmp/FOLDER in the container, readable by any user."""
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w") as tar:
-            for probe in sorted((SMOKE_DIR / "probes").glob("*.py")):
-                info = tar.gettarinfo(str(probe), arcname=f"torchimages-probes/{probe.name}")
+            for probe in files:
+                info = tar.gettarinfo(str(probe), arcname=f"{folder}/{probe.name}")
                 info.uid = info.gid = 0
                 info.mode = 0o644
                 with probe.open("rb") as handle:
@@ -197,10 +201,10 @@ class SmokeRunner:
         if not self.nvidia:
             return 0
         with contextlib.suppress(RuntimeError):
-            return sum(1 for line in self._exec(container, ["nvidia-smi", "-L"]).splitlines() if line.startswith("GPU "))
+            return sum(1 for line in self.exec(container, ["nvidia-smi", "-L"]).splitlines() if line.startswith("GPU "))
         return 0
 
-    def _exec(self, container: str, command: list[str], timeout: int = 60) -> str:
+    def exec(self, container: str, command: list[str], timeout: int = 60) -> str:
         exec_id = self.api.exec_create(container, ["timeout", str(timeout), *command])
         output = self.api.exec_start(exec_id).decode()
         if self.api.exec_inspect(exec_id)["ExitCode"] != 0:

@@ -1,0 +1,48 @@
+"""image-doctor's rules (the script shipped in every image), checked as plain functions."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def doctor() -> ModuleType:
+    path = ROOT / "templates" / "files" / "image-doctor"
+    loader = importlib.machinery.SourceFileLoader("image_doctor", str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("image_doctor", loader))
+    loader.exec_module(module)
+    return module
+
+
+IMAGE = {"flavor": "cuda", "cuda": "12.8", "min_driver": "570.124.06", "min_driver_minor_compat": "525"}
+
+
+def test_new_enough_driver_is_fine() -> None:
+    assert doctor().driver_problems("575.57.08", IMAGE, ["NVIDIA GeForce RTX 4090"], False) == []
+
+
+def test_old_driver_within_minor_version_compatibility() -> None:
+    [problem] = doctor().driver_problems("535.104.05", IMAGE, ["NVIDIA GeForce RTX 4090"], False)
+    assert "runs through CUDA minor-version compatibility" in problem and "upgrade the host driver to 570.124.06" in problem
+
+
+def test_driver_too_old_on_a_consumer_gpu() -> None:
+    image = dict(IMAGE, cuda="13.0", min_driver="580.95.05", min_driver_minor_compat="580")
+    [problem] = doctor().driver_problems("535.104.05", image, ["NVIDIA GeForce RTX 4090"], True)
+    assert problem.startswith("driver 535 is older than the 580 this image needs: upgrade the host's NVIDIA driver")
+
+
+def test_forward_compatibility_only_on_data_center_gpus() -> None:
+    image = dict(IMAGE, cuda="13.0", min_driver="580.95.05", min_driver_minor_compat="580")
+    [problem] = doctor().driver_problems("535.104.05", image, ["NVIDIA H100 80GB HBM3"], True)
+    assert "on this data-center GPU the image's CUDA forward-compatibility package may still run it" in problem
+    [without_package] = doctor().driver_problems("535.104.05", image, ["NVIDIA H100 80GB HBM3"], False)
+    assert without_package.startswith("driver 535 is older than the 580 this image needs")
+
+
+def test_cpu_image_has_no_driver_rule() -> None:
+    assert doctor().driver_problems("535.1", {"flavor": "cpu", "min_driver": None}, [], False) == []

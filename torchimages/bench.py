@@ -1,0 +1,78 @@
+"""The bench command: training speed with and without cuDNN autotuning, AMP and TF32, side by side.
+
+The benchmark script (benchmarks/probes/train_bench.py) runs inside each image, or with this host's
+Python (--local); a release can be gated on the AMP speedup of GPU runners (--min-amp-speedup).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+from rich.table import Table
+
+from .errors import UserError
+from .settings import SETTINGS
+from .smoke import SmokeRunner
+
+SCRIPT = SETTINGS.root / "benchmarks" / "probes" / "train_bench.py"
+TIMEOUT = 1800
+
+
+def in_image(runner: SmokeRunner, tag: str, seconds: float) -> dict[str, Any]:
+    """Run the benchmark in a container of `tag` started as users run it (GPUs, a large /dev/shm)."""
+    container = runner.start_container(tag, command=["sleep", "infinity"])
+    try:
+        runner.upload(container, [SCRIPT], "torchimages-bench")
+        output = runner.exec(container, ["python", "/tmp/torchimages-bench/train_bench.py", str(seconds)], TIMEOUT)
+    finally:
+        with contextlib.suppress(docker.errors.APIError):
+            runner.api.remove_container(container, force=True)
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def local(seconds: float, python: str = sys.executable) -> dict[str, Any]:
+    """Run the benchmark with a host's own Python (a GPU machine without Docker)."""
+    completed = subprocess.run([python, str(SCRIPT), str(seconds)], capture_output=True, text=True, timeout=TIMEOUT,
+                               check=False)
+    if completed.returncode != 0:
+        raise UserError(f"the benchmark failed:\n{completed.stderr[-3000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def table(title: str, result: dict[str, Any]) -> Table:
+    view = Table(title=f"{title} ({result['device']}, torch {result['torch']})")
+    for column in ("case", "baseline", "per s", "with", "per s", "speedup", "unit"):
+        view.add_column(column)
+    for row in result["rows"]:
+        view.add_row(row["case"], row["a"], f"{row['a_per_s']:.1f}", row["b"], f"{row['b_per_s']:.1f}",
+                     f"{row['speedup']:.2f}x", row["unit"])
+    return view
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"Measured on {result['device']} with torch {result['torch']}:", "",
+             "| case | baseline | per s | with | per s | speedup |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['case']} | {r['a']} | {r['a_per_s']:.1f} {r['unit']} | {r['b']} | {r['b_per_s']:.1f} {r['unit']} | "
+              f"{r['speedup']:.2f}x |" for r in result["rows"]]
+    return "\n".join(lines)
+
+
+def amp_gate(result: dict[str, Any], minimum: float) -> str | None:
+    """None when the AMP fp16 speedup reaches `minimum`, else why the gate fails."""
+    rows = [r for r in result["rows"] if r["b"] == "AMP fp16"]
+    if not rows:
+        return f"--min-amp-speedup {minimum}: no GPU AMP measurement on {result['device']} (a GPU runner is needed)"
+    if rows[0]["speedup"] < minimum:
+        return f"AMP fp16 speedup {rows[0]['speedup']:.2f}x is below the required {minimum:.2f}x on {result['device']}"
+    return None
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
