@@ -154,6 +154,8 @@ class Publisher:
                 if "error" in chunk:
                     message = str((chunk.get("errorDetail") or {}).get("message") or chunk["error"])
                     raise PushError(message, transient=is_transient(message))
+                if chunk.get("status") in ("Pushed", "Layer already exists", "Mounted from"):
+                    self.say(f"push: {repository}:{tag}: layer {chunk.get('id')}: {chunk['status']}")
                 aux = chunk.get("aux") or {}
                 if "Digest" in aux:
                     digest, size = aux["Digest"], aux.get("Size")

@@ -90,7 +90,7 @@ def selfcheck(*, require_gpu: bool) -> int:
                                      timeout=300).stdout)
     facts = {"image": "local", "variant": "base", "flavor": "cuda" if host["cuda"] else "cpu", "expected": {},
              "labels": {}, "user": "", "label_prefix": "", "require_gpu": require_gpu, "probes": str(SMOKE_DIR / "probes"),
-             "jupyter": None, "ssh": None, "gpus": host["gpus"]}
+             "jupyter": None, "ssh": None, "gpus": host["gpus"], "python": sys.executable}
     print(f"selfcheck: torch {host['torch']}, CUDA {host['cuda']}, {host['gpus']} GPU(s) on this host", flush=True)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(facts, handle)

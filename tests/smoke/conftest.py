@@ -45,7 +45,8 @@ def run(host: Any, command: str, timeout: int = 120) -> Any:
 
 def probe(host: Any, facts: Facts, name: str, *args: str, timeout: int = 120) -> dict[str, Any]:
     """Run a probe script in the container's Python and parse its JSON; fail with its output if it broke."""
-    command = " ".join(["python", shlex.quote(f"{facts.probes}/{name}.py"), *map(shlex.quote, args)])
+    python = facts.raw.get("python", "python")  # selfcheck passes the host's interpreter
+    command = " ".join([shlex.quote(python), shlex.quote(f"{facts.probes}/{name}.py"), *map(shlex.quote, args)])
     result = run(host, command, timeout)
     if result.rc != 0:
         pytest.fail(f"probe {name} failed (exit {result.rc}; 124 means it hit its {timeout} s timeout):\n"

@@ -38,7 +38,9 @@ def test_cudnn_conv_forward_backward(host: Any, facts: Facts, gpu: int) -> None:
 
 
 def test_nccl_all_reduce(host: Any, facts: Facts, gpu: int) -> None:
-    result = run(host, f"torchrun --standalone --nproc_per_node={gpu} {facts.probes}/nccl.py", timeout=180)
+    python = facts.raw.get("python", "python")
+    result = run(host, f"{python} -m torch.distributed.run --standalone --nproc_per_node={gpu} {facts.probes}/nccl.py",
+                 timeout=180)
     assert result.rc == 0, f"NCCL all_reduce failed (rerun with NCCL_DEBUG=INFO):\n{result.stdout}\n{result.stderr[-3000:]}"
     line = [x for x in result.stdout.splitlines() if x.startswith("{")][-1]
     assert '"all_equal": true' in line, f"all_reduce gave a wrong sum: {line}"

@@ -37,6 +37,10 @@ def test_labels_match_the_image(seen: dict, facts: Facts) -> None:
         label = labels.get(f"{prefix}.{field}")
         if label != value:
             problems.append(f"label {prefix}.{field}={label!r} but the image has {value!r}")
+    for field in ("cudnn", "nccl"):  # labels carry the full pip version (8.9.2.26); torch reports 8.9.2
+        label, value = labels.get(f"{prefix}.{field}"), seen[field] or "none"
+        if label is None or (label != value and not label.startswith(f"{value}.")):
+            problems.append(f"label {prefix}.{field}={label!r} but the image has {value!r}")
     assert not problems, "; ".join(problems) + ": the labels lie about the image; rebuild it from the matrix"
 
 
