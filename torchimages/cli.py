@@ -1,9 +1,8 @@
-"""Command line: validate, render and list the matrix (build, test and publish follow)."""
+"""Command line: validate, render, list, build, test, bench, push: each command wires options to a stage."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable
 from fnmatch import fnmatch
@@ -13,14 +12,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import buildstage, smokestage
+from . import bench, buildstage, publish, smokestage
 from . import matrix as matrix_stage
 from . import render as render_stage
 from .buildinputs import BuildInputs
 from .buildstage import BuildOptions
 from .errors import UserError
 from .matrix import FLAVORS, VARIANTS
+from .publishstage import PushOptions, push_report
 from .report import Report
+from .smoke import SmokeRunner
 from .specs import Plan, resolve
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -88,33 +89,10 @@ def push_options(function: Callable[..., None]) -> Callable[..., None]:
     return function
 
 
-def run_push(plan: Plan, report: Report, release: str, values: dict) -> bool:
-    """Push what passed, write the manifest; False if any push failed."""
-    from . import publish
-
-    repository = values["push_registry"] or plan.registry
-    credentials = read_credentials(repository, values)
-    publisher = publish.Publisher(smokestage.engine_api(), repository, credentials=credentials,
-                                  ca=values["registry_ca"], force=values["force"], say=lambda m: err.print(m, highlight=False))
-    publisher.check_login()
-    outcomes = publisher.publish(report)
-    data = publish.manifest([report], repository)
-    json_path, markdown_path = publish.write_manifest(data, values["manifest_path"] or Path("releases") / f"{release}.json")
-    out.print(f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images")
-    return all(o.error is None for o in outcomes)
-
-
-def read_credentials(repository: str, values: dict) -> object:
-    from . import publish
-
-    host = repository.split("/", 1)[0]
-    if not values["registry_user"]:
-        return publish.credentials_from_docker_config(host)
-    password = sys.stdin.readline().rstrip("\n") if values["password_stdin"] else os.environ.get(values["password_env"], "")
-    if not password:
-        raise UserError(f"--registry-user needs a password: set {values['password_env']} or use --password-stdin "
-                        "(never on the command line)")
-    return publish.Credentials(values["registry_user"], password)
+def push_options_from(plan: Plan, values: dict) -> PushOptions:
+    return PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
+                       password_env=values["password_env"], password_stdin=values["password_stdin"],
+                       registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"])
 
 
 def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOptions:
@@ -153,7 +131,7 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bo
     built = [job for job in buildstage.select(plan, options) if report_result(report, job.image) == "built"]
     if built:
         run_smoke(plan, options, built, report, require_gpu=bool(values["require_gpu"]))
-    pushed = run_push(plan, report, release, values) if values["push"] else True
+    pushed = push_report(report, push_options_from(plan, values), err) if values["push"] else True
     finish(report, options, failed=not pushed)
 
 
@@ -230,7 +208,7 @@ def push(matrix_path: Path, release: str, report: Path | None, **values: object)
     if not path.exists():
         raise UserError(f"no report at {path}: run build and test first, or pass --report")
     run_report = Report.load(path)
-    ok = run_push(plan, run_report, release, {**values, "push": True})
+    ok = push_report(run_report, push_options_from(plan, values), err)
     run_report.write(path)
     sys.exit(0 if ok else 1)
 
@@ -241,8 +219,6 @@ def push(matrix_path: Path, release: str, report: Path | None, **values: object)
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False))
 def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -> None:
     """Merge the reports of separate per-image runs into one release manifest."""
-    from . import publish
-
     data = publish.manifest([Report.load(p) for p in reports], repository)
     json_path, markdown_path = publish.write_manifest(data, out_path)
     out.print(f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images")
@@ -279,9 +255,6 @@ def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavor
 def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ...], local: bool, seconds: float,
                   min_amp_speedup: float | None, report: Path | None) -> None:
     """Training throughput: cudnn.benchmark off/on, fp32 vs AMP fp16/bf16, TF32 off/on."""
-    from . import bench
-    from .smoke import SmokeRunner
-
     if local:
         results = {"local": bench.local(seconds)}
     else:
@@ -299,18 +272,12 @@ def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ..
         run_report.write(options.report_path)
     gate_failures = []
     for name, result in results.items():
-        out.print(bench_table(name, result))
+        out.print(bench.table(name, result))
         if min_amp_speedup is not None and (problem := bench.amp_gate(result, min_amp_speedup)):
             gate_failures.append(problem)
     for problem in gate_failures:
         err.print(f"[bold red]gate failed[/]: {problem}")
     sys.exit(1 if gate_failures else 0)
-
-
-def bench_table(name: str, result: dict) -> object:
-    from . import bench
-
-    return bench.table(name, result)
 
 
 @main.command()

@@ -12,12 +12,6 @@ from .report import ImageRecord, Report
 from .smoke import SmokeResult, SmokeRunner, Target
 
 
-def engine_api() -> object:
-    from .engine import connect
-
-    return connect(3600)
-
-
 def target_of(job: BuildJob) -> Target:
     spec = job.spec
     return Target(image=job.image, tag=job.tag, variant=job.variant, flavor=spec.flavor,

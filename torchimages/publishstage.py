@@ -1,0 +1,50 @@
+"""The publish stage over a run's report: credentials, pushes, the release manifest."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from . import publish
+from .engine import connect
+from .errors import UserError
+from .report import Report
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    repository: str
+    registry_user: str | None = None
+    password_env: str = "TORCHIMAGES_REGISTRY_PASSWORD"
+    password_stdin: bool = False
+    registry_ca: Path | None = None
+    force: bool = False
+    manifest_path: Path | None = None
+
+    def credentials(self) -> publish.Credentials | None:
+        """From --registry-user with the password from the environment or stdin, else the docker config."""
+        if not self.registry_user:
+            return publish.credentials_from_docker_config(self.repository.split("/", 1)[0])
+        password = sys.stdin.readline().rstrip("\n") if self.password_stdin else os.environ.get(self.password_env, "")
+        if not password:
+            raise UserError(f"--registry-user needs a password: set {self.password_env} or use --password-stdin "
+                            "(never on the command line)")
+        return publish.Credentials(self.registry_user, password)
+
+
+def push_report(report: Report, options: PushOptions, console: Console) -> bool:
+    """Push what passed its smoke suite and write the manifest; False if any push failed."""
+    publisher = publish.Publisher(connect(3600), options.repository, credentials=options.credentials(),
+                                  ca=options.registry_ca, force=options.force,
+                                  say=lambda message: console.print(message, highlight=False))
+    publisher.check_login()
+    outcomes = publisher.publish(report)
+    data = publish.manifest([report], options.repository)
+    path = options.manifest_path or Path("releases") / f"{report.release}.json"
+    json_path, markdown_path = publish.write_manifest(data, path)
+    console.print(f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images", highlight=False)
+    return all(outcome.error is None for outcome in outcomes)
