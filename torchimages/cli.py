@@ -67,9 +67,10 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
     return function
 
 
-def push_option_list() -> list:
+def push_option_list(*, with_flag: bool = True) -> list:
+    flag = [click.option("--push", is_flag=True, help="Push every image whose smoke suite passed in this run.")]
     return [
-        click.option("--push", is_flag=True, help="Push every image whose smoke suite passed in this run."),
+        *(flag if with_flag else []),
         click.option("--registry", "push_registry", help="Push target HOST[:PORT]/PATH (default: the matrix's registry)."),
         click.option("--registry-user", help="Log in as this user (default: the docker config's credentials)."),
         click.option("--password-env", default="TORCHIMAGES_REGISTRY_PASSWORD", show_default=True,
@@ -84,7 +85,7 @@ def push_option_list() -> list:
 
 
 def push_options(function: Callable[..., None]) -> Callable[..., None]:
-    for option in reversed(push_option_list()):
+    for option in reversed(push_option_list(with_flag=False)):
         function = option(function)
     return function
 
