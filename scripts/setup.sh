@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up a machine for building: the Python environment, a Docker engine, and, for machines that
+# reach no container registry, a Debian base image and a wheelhouse for the CPU image.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+echo "== setup: virtual environment (.venv)"
+python3 -m venv .venv
+.venv/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+echo "== setup: Docker engine"
+bash scripts/start-engine.sh
+echo "== setup: Debian base image and CPU wheelhouse (for builds without a registry)"
+bash scripts/make-base-image.sh
+bash scripts/make-ci-wheelhouse.sh .cache/wheelhouse
