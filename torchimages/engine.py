@@ -144,12 +144,14 @@ class Engine:
         return {"id": data["Id"], "size": data["Size"], "layers": len(data["RootFS"]["Layers"]),
                 "labels": data["Config"].get("Labels") or {}}
 
-    def has_image(self, tag: str) -> bool:
-        try:
-            self.api.inspect_image(tag)
-        except docker.errors.ImageNotFound:
-            return False
-        return True
+
+
+def image_exists(api: docker.APIClient, tag: str) -> bool:
+    try:
+        api.inspect_image(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
 
 
 def connect(timeout: int = 3600) -> docker.APIClient:

@@ -29,9 +29,14 @@ class Entry:
     origin: str
     line: int | None
     values: dict[str, Any]
+    path: tuple[str | int, ...] | None = None  # where a listed entry stands in the YAML; None for matrix combinations
 
     def get(self, field: str) -> Any:
         return self.values.get(field)
+
+    def field_line(self, doc: Located, field: str) -> int | None:
+        """The line of `field` in a listed entry; the matrix block's line for an expanded combination."""
+        return doc.line((*self.path, field)) if self.path else self.line
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,7 @@ def _listed_entries(doc: Located, problems: list[Problem]) -> list[Entry]:
                                     f"an entry must be a mapping of {_names(ENTRY_FIELDS)}, not {_kind(item)}"))
             continue
         label = f"{origin} '{item['name']}'" if isinstance(item.get("name"), str) else origin
-        entries.append(Entry(origin=label, line=doc.line(("images", index)), values=dict(item)))
+        entries.append(Entry(origin=label, line=doc.line(("images", index)), values=dict(item), path=("images", index)))
     return entries
 
 
@@ -148,7 +153,7 @@ def check_entry_shape(file: str, entry: Entry, doc: Located) -> list[Problem]:
     problems = []
 
     def problem(field: str, message: str) -> None:
-        problems.append(Problem(file, _field_line(doc, entry, field), entry.origin, field, message))
+        problems.append(Problem(file, entry.field_line(doc, field), entry.origin, field, message))
 
     for key, value in entry.values.items():
         if key not in ENTRY_FIELDS:
@@ -171,13 +176,6 @@ def check_entry_shape(file: str, entry: Entry, doc: Located) -> list[Problem]:
         if len(set(map(str, variants))) != len(variants):
             problem("variants", "lists a variant twice")
     return problems
-
-
-def _field_line(doc: Located, entry: Entry, field: str) -> int | None:
-    if entry.origin.startswith("images["):
-        index = int(entry.origin.split("[")[1].split("]")[0])
-        return doc.line(("images", index, field))
-    return entry.line
 
 
 def _names(items: tuple[str, ...] | list[str]) -> str:

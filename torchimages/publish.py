@@ -8,6 +8,9 @@ forced; an identical image is not pushed again.
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,10 +176,6 @@ def is_transient(message: str) -> bool:
 
 def credentials_from_docker_config(host: str) -> Credentials | None:
     """Credentials `docker login HOST` stored in the docker config (DOCKER_CONFIG or ~/.docker), if any."""
-    import base64
-    import json
-    import os
-
     folder = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
     try:
         auths = json.loads((folder / "config.json").read_text()).get("auths", {})
@@ -216,8 +215,6 @@ def manifest(reports: list[Report], repository: str) -> dict[str, object]:
 
 def write_manifest(data: dict, path: Path) -> tuple[Path, Path]:
     """JSON and a Markdown table of pinnable references, each written atomically."""
-    import json
-
     atomic_write(path, json.dumps(data, indent=2) + "\n")
     lines = [f"# Release {data['release']}", "", "| image | pin | torch | cuda | cudnn | python | smoke |",
              "|---|---|---|---|---|---|---|"]

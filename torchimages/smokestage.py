@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 from rich.console import Console
 
+from .engine import image_exists
 from .errors import UserError
 from .pipeline import BuildJob
 from .report import ImageRecord, Report
-from .smoke import SmokeResult, SmokeRunner, Target
+from .smoke import SMOKE_DIR, SmokeResult, SmokeRunner, Target
 
 
 def target_of(job: BuildJob) -> Target:
@@ -22,7 +27,7 @@ def target_of(job: BuildJob) -> Target:
 def test_images(jobs: list[BuildJob], report: Report, console: Console, *, require_gpu: bool) -> list[SmokeResult]:
     """Run the suite on each job's image (its tag must exist) and record the results in `report`."""
     runner = SmokeRunner(require_gpu=require_gpu)
-    missing = [job.tag for job in jobs if not _exists(runner, job.tag)]
+    missing = [job.tag for job in jobs if not image_exists(runner.api, job.tag)]
     if missing:
         raise UserError(f"not built: {', '.join(missing[:3])}; build first: python build.py build --tag ...")
     results = []
@@ -71,13 +76,6 @@ def selfcheck(*, require_gpu: bool) -> int:
 
     Proves the checks on a GPU machine that has no Docker. Returns pytest's exit code.
     """
-    import json
-    import subprocess
-    import sys
-    import tempfile
-
-    from .smoke import SMOKE_DIR
-
     probe = ("import json, torch; print(json.dumps({'gpus': torch.cuda.device_count(), "
              "'cuda': torch.version.cuda, 'torch': torch.__version__}))")
     host = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,

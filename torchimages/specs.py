@@ -106,10 +106,7 @@ class _EntryResolver:
         self.warnings: list[str] = []
 
     def fail(self, field_name: str | None, message: str) -> None:
-        line = self.entry.line
-        if self.entry.origin.startswith("images[") and field_name:
-            index = int(self.entry.origin.split("[")[1].split("]")[0])
-            line = self.matrix.located.line(("images", index, field_name))
+        line = self.entry.field_line(self.matrix.located, field_name) if field_name else self.entry.line
         self.problems.append(Problem(self.matrix.file, line, self.entry.origin, field_name, message))
 
     def require(self, *names: str) -> bool:
