@@ -2,20 +2,8 @@
 # Fill a wheelhouse for the CI image (torch CPU build, Python 3.11, both variants) so it builds
 # offline: torch from the wheel this machine's pip finds locally, the rest from the package index.
 # Wheels are resolved for the container's Python (Debian bookworm: 3.11.2), not the host's.
-#   scripts/make-ci-wheelhouse.sh DIR [TORCH_VERSION] [JUPYTERLAB_VERSION]
+#   scripts/make-ci-wheelhouse.sh DIR [TORCH_VERSION] [JUPYTERLAB_VERSION] [NOTEBOOK_VERSION]
 set -euo pipefail
-dir=${1:?usage: make-ci-wheelhouse.sh DIR [TORCH_VERSION] [JUPYTERLAB_VERSION]}
-torch=${2:-2.13.0}
-jupyterlab=${3:-4.6.6}
-mkdir -p "${dir}"
-if [ -f "${dir}/.complete-${torch}-${jupyterlab}" ]; then
-    echo "wheelhouse: ${dir} is complete; reusing it"
-    exit 0
-fi
-python3 -m pip download --quiet --disable-pip-version-check -d "${dir}" --only-binary=:all: \
-    --python-version 3.11.2 --implementation cp --abi cp311 \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    --platform any \
-    "torch==${torch}+cpu" numpy "jupyterlab==${jupyterlab}" ipykernel 2> >(grep -v "is ignored" >&2)
-touch "${dir}/.complete-${torch}-${jupyterlab}"
-echo "wheelhouse: ${dir}: $(ls "${dir}"/*.whl | wc -l) wheels, $(du -sh "${dir}" | cut -f1)"
+dir=${1:?usage: make-ci-wheelhouse.sh DIR [TORCH_VERSION] [JUPYTERLAB_VERSION] [NOTEBOOK_VERSION]}
+exec bash "$(dirname "$0")/make-wheelhouse.sh" "${dir}" 3.11.2 "torch==${2:-2.13.0}+cpu" numpy \
+    "jupyterlab==${3:-4.6.6}" "notebook==${4:-7.6.5}" ipykernel

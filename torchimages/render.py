@@ -20,7 +20,7 @@ from .specs import ImageSpec, Plan
 
 TEMPLATE = "Dockerfile.j2"
 MARKER = "rendered.json"
-EXECUTABLE = {"start-jupyter", "jupyter-healthcheck", "start-sshd", "image-doctor", "torchimages-entrypoint"}
+EXECUTABLE = {"jupyter-healthcheck", "start-sshd", "image-doctor", "torchimages-entrypoint"}
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def _static_files(env: jinja2.Environment, variant: str, values: dict) -> dict[s
         "build-config/wheelhouse/.keep": "",
     }
     names = {"base": ["image-doctor", "torchimages-entrypoint", "image.json"],
-             "jupyter": ["start-jupyter", "jupyter-healthcheck"], "ssh": ["start-sshd", "sshd_config", "profile.sh"]}
+             "jupyter": ["jupyter_server_config.py", "jupyter-healthcheck"], "ssh": ["start-sshd", "sshd_config", "profile.sh"]}
     folder = {"base": "image"}
     for name in names.get(variant, []):
         files[f"{folder.get(variant, variant)}/{name}"] = env.get_template(f"files/{name}").render(values)

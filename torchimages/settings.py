@@ -20,6 +20,7 @@ class Settings:
     user_uid: int = 1000
     user_gid: int = 1000
     jupyterlab: str = "4.6.6"
+    notebook: str = "7.6.5"  # Notebook 7.6 requires JupyterLab 4.6
     uv: str = "0.13.9"
 
 

@@ -41,6 +41,24 @@ SUITES = {
     "ssh": ("test_versions.py", "test_hygiene.py", "test_ssh.py"),
 }
 HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's host id in test names
+# The ways users start the services, as typed after the image name (None: the image's default command).
+@dataclass(frozen=True)
+class JupyterForm:
+    name: str
+    command: list[str] | None
+    user: str | None = None
+    generated_token: bool = False
+
+
+JUPYTER_FORMS = (
+    JupyterForm("default", None),
+    JupyterForm("jupyter-lab", ["jupyter", "lab"]),
+    JupyterForm("jupyter-notebook", ["jupyter", "notebook"]),
+    JupyterForm("jupyter-server", ["jupyter", "server"]),
+    JupyterForm("generated-token", ["jupyter", "lab"], generated_token=True),
+    JupyterForm("user-4242", ["jupyter", "lab"], user="4242:4242"),
+)
+SSH_FORMS: dict[str, list[str] | None] = {"default": None, "sshd": ["sshd"], "usr-sbin-sshd": ["/usr/sbin/sshd", "-D"]}
 SHM_SIZE = "2g"  # DataLoader workers and NCCL pass tensors through /dev/shm (64 MB by default)
 SUITE_TIMEOUT = 900
 
@@ -154,33 +172,49 @@ class SmokeRunner:
         return container["Id"]
 
     def _start_jupyter(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
+        """One server per way users start it; each must serve the same way."""
         servers = {}
         mount = tmp / "shared"
         mount.mkdir(mode=0o777)
         mount.chmod(0o777)
-        for name, user, binds in (("default", None, None),
-                                  ("user-4242", "4242:4242", {str(mount): {"bind": "/workspace/shared", "mode": "rw"}})):
+        for form in JUPYTER_FORMS:
             token, port = secrets.token_hex(16), free_port()
-            container = self.start_container(target.tag, environment={"JUPYTER_TOKEN": token}, port=port, container_port=8888,
-                                     user=user, binds=binds)
+            binds = {str(mount): {"bind": "/workspace/shared", "mode": "rw"}} if form.user else None
+            container = self.start_container(target.tag, command=form.command, port=port, container_port=8888,
+                                             environment=None if form.generated_token else {"JUPYTER_TOKEN": token},
+                                             user=form.user, binds=binds)
             containers.append(container)
-            servers[name] = {"url": f"http://127.0.0.1:{port}", "token": token, "container": container,
-                             "uid": 4242 if user else None, "mount": "/workspace/shared" if binds else None}
-        for server in servers.values():
-            wait_http(f"{server['url']}/api", 90, self.api, server["container"])
-            if server["uid"] is None:
-                server["uid"] = int(self.exec(server["container"], ["id", "-u"]).strip())
+            servers[form.name] = {"url": f"http://127.0.0.1:{port}", "token": token, "container": container,
+                                  "command": form.command, "uid": None, "mount": "/workspace/shared" if binds else None}
+        for name, server in servers.items():
+            try:
+                wait_http(f"{server['url']}/api", 90, self.api, server["container"])
+            except RuntimeError as exc:
+                raise RuntimeError(f"Jupyter started with {name} ({server['command'] or 'no command'}): {exc}") from None
+            server["uid"] = int(self.exec(server["container"], ["id", "-u"]).strip())
+            server["log"] = logs(self.api, server["container"], tail=200)
+        generated = servers["generated-token"]
+        generated["token"] = generated_token(generated["log"])
         return servers
 
     def _start_ssh(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
+        """One sshd per way users start it, each with a key given at run time."""
         key = tmp / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
-        port = free_port()
-        containers.append(self.start_container(target.tag, environment={"SSH_AUTHORIZED_KEYS": key.with_suffix(".pub").read_text()},
-                                       port=port, container_port=22))
-        wait_ssh(port, 30, self.api, containers[-1])
-        user = self.exec(containers[-1], ["id", "-un"]).strip()
-        return {"port": port, "key": str(key), "user": user}
+        servers = {}
+        for name, command in SSH_FORMS.items():
+            port = free_port()
+            containers.append(self.start_container(target.tag, command=command, port=port, container_port=22,
+                                                   environment={"SSH_AUTHORIZED_KEYS": key.with_suffix(".pub").read_text()}))
+            servers[name] = {"port": port, "key": str(key), "container": containers[-1], "command": command}
+        for name, server in servers.items():
+            try:
+                wait_ssh(server["port"], 30, self.api, server["container"])
+            except RuntimeError as exc:
+                raise RuntimeError(f"sshd started with {name} ({server['command'] or 'no command'}): {exc}") from None
+            server["user"] = self.exec(server["container"], ["id", "-un"]).strip()
+            server["python"] = self.exec(server["container"], ["sh", "-c", "command -v python"]).strip()
+        return servers
 
     def _upload_probes(self, container: str) -> None:
         self.upload(container, sorted((SMOKE_DIR / "probes").glob("*.py")), "torchimages-probes")
@@ -253,6 +287,7 @@ def wait_http(url: str, timeout: float, api: docker.APIClient, container: str) -
     while time.monotonic() < deadline:
         with contextlib.suppress(urllib.error.URLError, ConnectionError, OSError), urllib.request.urlopen(url, timeout=5):
             return
+        exited(api, container)
         time.sleep(0.5)
     raise RuntimeError(f"{url} did not answer within {timeout:.0f} s; container log:\n{logs(api, container)}")
 
@@ -275,5 +310,11 @@ def exited(api: docker.APIClient, container: str) -> None:
         raise RuntimeError(f"the container exited with code {state['ExitCode']}; its log:\n{logs(api, container)}")
 
 
-def logs(api: docker.APIClient, container: str) -> str:
-    return api.logs(container, tail=30).decode(errors="replace")
+def logs(api: docker.APIClient, container: str, tail: int = 30) -> str:
+    return api.logs(container, tail=tail).decode(errors="replace")
+
+
+def generated_token(log: str) -> str | None:
+    """The token the image generated and printed when JUPYTER_TOKEN was not set."""
+    found = re.findall(r"JupyterLab token \(generated[^)]*\): ([0-9a-f]+)", log)
+    return found[0] if found else None

@@ -82,7 +82,7 @@ def test_ssh_with_password_login_fails(api: docker.APIClient, cpu_build: CpuBuil
 
 def test_jupyter_without_a_token_fails(api: docker.APIClient, cpu_build: CpuBuild) -> None:
     dockerfile = (f"FROM {cpu_build.tags['jupyter']}\n"
-                  'CMD ["start-jupyter", "--IdentityProvider.token="]\n')
+                  'CMD ["jupyter", "lab", "--IdentityProvider.token="]\n')
     tag = broken(api, dockerfile, "torchimages-broken:jupyter-no-token")
     result = SmokeRunner().run(Target("broken-jupyter", tag, "jupyter", "cpu", expected_of(cpu_build)))
     found = failures(result)
@@ -100,3 +100,15 @@ def test_target_of_uses_the_matrix_entry(cpu_build: CpuBuild) -> None:
     plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
     job = plan_jobs(plan, RELEASE, Path("images"), only=(CPU_GLOB,))[0]
     assert target_of(job).expected["torch"] == cpu_build.spec.torch
+
+
+def test_ssh_image_whose_sshd_command_is_bare_fails(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+    """Without the entrypoint's dispatch, `IMAGE sshd` runs OpenSSH bare, which refuses to start."""
+    dockerfile = (f"FROM {cpu_build.tags['ssh']}\nUSER 0:0\n"
+                  "RUN sed -i 's#^    sshd | /usr/sbin/sshd)$#    no-such-command)#' /usr/local/bin/torchimages-entrypoint\n"
+                  "USER 1000:1000\n")
+    tag = broken(api, dockerfile, "torchimages-broken:ssh-bare-sshd")
+    result = SmokeRunner().run(Target("broken-sshd", tag, "ssh", "cpu", expected_of(cpu_build)))
+    assert not result.ok and result.error, result.summary()
+    assert "sshd started with sshd (['sshd'])" in result.error, result.error
+    assert "sshd re-exec requires execution with an absolute path" in result.error, result.error

@@ -1,9 +1,13 @@
-"""SSH as users start it: a key given at run time logs in; passwords and root never do."""
+"""SSH as users start it (the default command, `sshd`, `/usr/sbin/sshd -D`): a key given at run time
+logs in; passwords and root never do."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+from typing import Any
+
+import pytest
 
 from .conftest import Facts
 
@@ -11,28 +15,39 @@ OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null
            "-o", "LogLevel=ERROR"]
 
 
-def ssh(facts: Facts, *args: str, user: str | None = None, key: bool = True) -> subprocess.CompletedProcess[str]:
-    config = facts.ssh
-    identity = ["-i", config["key"], "-o", "IdentitiesOnly=yes"] if key else []
-    command = ["ssh", *OPTIONS, *identity, "-p", str(config["port"]), f"{user or config['user']}@127.0.0.1", *args]
+@pytest.fixture(params=["default", "sshd", "usr-sbin-sshd"])
+def server(request: pytest.FixtureRequest, facts: Facts) -> dict[str, Any]:
+    return facts.ssh[request.param]
+
+
+def ssh(server: dict, *args: str, user: str | None = None, key: bool = True) -> subprocess.CompletedProcess[str]:
+    identity = ["-i", server["key"], "-o", "IdentitiesOnly=yes"] if key else []
+    command = ["ssh", *OPTIONS, *identity, "-p", str(server["port"]), f"{user or server['user']}@127.0.0.1", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
 
 
-def test_key_login_runs_torch_with_the_container_environment(facts: Facts) -> None:
-    result = ssh(facts, "-o", "BatchMode=yes",
+def started_as(server: dict) -> str:
+    return " ".join(server["command"]) if server["command"] else "the default command"
+
+
+def test_key_login_runs_torch_with_the_container_environment(server: dict, facts: Facts) -> None:
+    result = ssh(server, "-o", "BatchMode=yes",
                  "python -c 'import os, torch; print(torch.__version__); print(os.environ.get(\"NVIDIA_VISIBLE_DEVICES\"))'")
-    assert result.returncode == 0, f"key login failed: {result.stderr}"
+    assert result.returncode == 0, f"key login to sshd started with {started_as(server)} failed: {result.stderr}"
     version, visible = result.stdout.split()[:2]
     assert version.split("+")[0] == facts.expected["torch"].split("+")[0], "the ssh session runs another Python"
     assert visible == "all", "NVIDIA_VISIBLE_DEVICES is missing in the ssh session"
 
 
-def test_session_has_the_cuda_and_nvidia_variables(facts: Facts) -> None:
-    result = ssh(facts, "-o", "BatchMode=yes", "env")
+def test_session_has_the_cuda_and_nvidia_variables(server: dict) -> None:
+    result = ssh(server, "-o", "BatchMode=yes", "env")
     names = {line.split("=", 1)[0] for line in result.stdout.splitlines()}
     missing = {"PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"} - names
     assert not missing, f"missing in ssh sessions: {missing}"
-    assert "/opt/venv/bin" in result.stdout.split("PATH=", 1)[1].split("\n", 1)[0], "PATH lacks the image's Python"
+    python = ssh(server, "-o", "BatchMode=yes", "command -v python").stdout.strip()
+    assert python == server["python"], (
+        f"python in an ssh session is {python or 'missing'}, in the container {server['python']}: the session's PATH "
+        "lacks the image's Python")
 
 
 def advertised_methods(result: subprocess.CompletedProcess[str]) -> set[str]:
@@ -40,8 +55,8 @@ def advertised_methods(result: subprocess.CompletedProcess[str]) -> set[str]:
     return set(match.group(1).split(",")) if match else set()
 
 
-def test_password_login_is_refused(facts: Facts) -> None:
-    result = ssh(facts, "-o", "BatchMode=yes", "-o", "PubkeyAuthentication=no",
+def test_password_login_is_refused(server: dict) -> None:
+    result = ssh(server, "-o", "BatchMode=yes", "-o", "PubkeyAuthentication=no",
                  "-o", "PreferredAuthentications=password,keyboard-interactive", "true", key=False)
     assert result.returncode != 0, "a login without a key succeeded"
     methods = advertised_methods(result)
@@ -49,6 +64,6 @@ def test_password_login_is_refused(facts: Facts) -> None:
         f"sshd offers {sorted(methods) or result.stderr!r}: password login must be off (PasswordAuthentication no)")
 
 
-def test_root_login_is_refused(facts: Facts) -> None:
-    result = ssh(facts, "-o", "BatchMode=yes", "id -u", user="root")
+def test_root_login_is_refused(server: dict) -> None:
+    result = ssh(server, "-o", "BatchMode=yes", "id -u", user="root")
     assert result.returncode != 0 and result.stdout.strip() != "0", "root logged in over ssh"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Fill a wheelhouse so an image builds offline (`build.py ... --wheelhouse DIR --offline`):
+# every requirement and its dependencies, as wheels for the container's Python, not the host's.
+# Reuses DIR when an earlier run with the same arguments completed, so a second run downloads
+# nothing.
+#   scripts/make-wheelhouse.sh DIR PYTHON_VERSION REQUIREMENT...
+#   e.g. scripts/make-wheelhouse.sh .cache/wheelhouse-cu121 3.11.2 torch==2.3.1 torchvision==0.18.1 numpy
+set -euo pipefail
+dir=${1:?usage: make-wheelhouse.sh DIR PYTHON_VERSION REQUIREMENT...}
+python_version=${2:?usage: make-wheelhouse.sh DIR PYTHON_VERSION REQUIREMENT...}
+shift 2
+[ $# -gt 0 ] || { echo "make-wheelhouse.sh: no requirements given" >&2; exit 2; }
+abi="cp$(echo "${python_version}" | cut -d. -f1-2 | tr -d .)"
+mkdir -p "${dir}"
+marker="${dir}/.complete-$(printf '%s\n' "${python_version}" "$@" | sha256sum | cut -c1-16)"
+if [ -f "${marker}" ]; then
+    echo "wheelhouse: ${dir} is complete for $*; reusing it"
+    exit 0
+fi
+echo "wheelhouse: downloading $* for Python ${python_version} into ${dir}"
+started=$(date +%s)
+python3 -m pip download --quiet --disable-pip-version-check --progress-bar off -d "${dir}" --only-binary=:all: \
+    --python-version "${python_version}" --implementation cp --abi "${abi}" \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    --platform manylinux2010_x86_64 --platform manylinux1_x86_64 --platform any \
+    "$@" 2> >(grep -v "is ignored" >&2)
+touch "${marker}"
+echo "wheelhouse: ${dir}: $(ls "${dir}"/*.whl | wc -l) wheels, $(du -sh "${dir}" | cut -f1), $(( $(date +%s) - started )) s"
