@@ -8,6 +8,7 @@ image history; an apt mirror (used in the final stage) may not carry credentials
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,8 @@ from urllib.parse import urlsplit
 
 from .errors import UserError
 
+# Wheels of torch and the CUDA stack it depends on (file names use underscores for dashes).
+TORCH_STACK_WHEEL = re.compile(r"^(torch|triton|nvidia_[a-z0-9_]+|cuda_[a-z0-9_]+)-", re.IGNORECASE)
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
 
 
@@ -50,8 +53,13 @@ class BuildInputs:
             args["OFFLINE"] = "1"
         return args
 
-    def fill_context(self, context: Path) -> None:
-        """Put the CA bundle and the wheelhouse where the builder stages COPY them from."""
+    def fill_context(self, context: Path, *, installs_torch: bool) -> None:
+        """Put the CA bundle and the wheelhouse where the builder stages COPY them from.
+
+        torch and the CUDA libraries it pulls (several GB) go only into builds that install torch:
+        a variant or an NGC image already has them, and each wheel in a context is sent to the
+        engine and stored in a builder layer.
+        """
         config = context / "build-config"
         if not config.is_dir():
             return
@@ -59,7 +67,8 @@ class BuildInputs:
             shutil.copyfile(self.ca_bundle, config / "extra-ca.pem")
         if self.wheelhouse:
             for wheel in sorted(self.wheelhouse.glob("*.whl")):
-                link_or_copy(wheel, config / "wheelhouse" / wheel.name)
+                if installs_torch or not TORCH_STACK_WHEEL.match(wheel.name):
+                    link_or_copy(wheel, config / "wheelhouse" / wheel.name)
 
 
 def link_or_copy(source: Path, target: Path) -> None:

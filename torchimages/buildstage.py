@@ -16,6 +16,7 @@ from .errors import UserError
 from .pipeline import BuildJob, BuildRunner, plan_jobs
 from .progress import LiveProgress, LogFiles, PlainProgress, fan_out
 from .report import ImageRecord, Report
+from .sizes import FloorMeter
 from .specs import Plan
 
 
@@ -96,6 +97,7 @@ def stop_on_sigterm(runner: BuildRunner) -> Iterator[None]:
 def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outcomes: dict[str, BuildOutcome],
                 seconds: dict[str, float], engine: Engine, logs: LogFiles) -> Report:
     report = Report(release=options.release, matrix=plan.file)
+    meter = FloorMeter(engine.api)
     for job in jobs:
         outcome = outcomes[job.image]
         record = ImageRecord(
@@ -109,6 +111,8 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
         if outcome.ok:
             info = engine.image_info(job.tag)
             record.image_id, record.size_bytes, record.layers = info["id"], info["size"], info["layers"]
+            if job.spec.flavor != "ngc":  # an NGC image's floor is the whole NGC base: nothing to measure against
+                record.floor_bytes = meter.floor(job.tag, options.inputs.base_image or job.spec.base_image)
         report.images.append(record)
     sizes = {r.image: r.size_bytes for r in report.images}
     for record, job in zip(report.images, jobs, strict=True):

@@ -7,12 +7,20 @@ and which driver each CUDA needs. Code here only reads it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .errors import UserError
+
+# A file of extra NGC rows (e.g. the NGC-shaped base the integration tests make), merged over the
+# reviewed data; `validate` warns for every image that relies on one of its rows.
+EXTRA_ENV = "TORCHIMAGES_EXTRA_COMPAT"
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -71,6 +79,7 @@ class NgcRelease:
     ubuntu: str | None
     sources: tuple[str, ...]
     unconfirmed: tuple[str, ...]
+    extra_file: str | None = None  # the EXTRA_ENV file this row came from; None for the reviewed data
 
     @property
     def complete(self) -> bool:
@@ -129,9 +138,29 @@ class CompatData:
 
 @cache
 def load() -> CompatData:
-    """The packaged compatibility data (read once per process)."""
+    """The packaged compatibility data, plus the rows of the EXTRA_ENV file when it is set (read once per process)."""
     text = resources.files("torchimages").joinpath("data/compat.yaml").read_text(encoding="utf-8")
-    return parse(yaml.safe_load(text))
+    raw = yaml.safe_load(text)
+    extra = os.environ.get(EXTRA_ENV)
+    if extra:
+        rows = extra_ngc_rows(Path(extra))
+        added = {row["release"] for row in rows}
+        raw["ngc"] = [row for row in raw["ngc"] if row["release"] not in added] + rows
+    return parse(raw)
+
+
+def extra_ngc_rows(path: Path) -> list[dict[str, Any]]:
+    """The `ngc` rows of an extra facts file, each marked with the file; a clear error when it is unusable."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"{EXTRA_ENV}={path}: cannot read it: {str(exc).splitlines()[0]}") from None
+    rows = data.get("ngc") if isinstance(data, dict) else None
+    required = ("release", "image", "pytorch", "cuda", "cudnn", "nccl", "python", "sources")
+    if not isinstance(data, dict) or set(data) != {"ngc"} or not isinstance(rows, list) or not all(
+            isinstance(row, dict) and all(row.get(key) for key in required) for row in rows):
+        raise UserError(f"{EXTRA_ENV}={path}: must hold only 'ngc', a list of rows each with {', '.join(required)}")
+    return [{**row, "extra_file": str(path)} for row in rows]
 
 
 def parse(raw: dict[str, Any]) -> CompatData:
@@ -187,4 +216,5 @@ def _ngc(row: dict[str, Any]) -> NgcRelease:
         ubuntu=row.get("ubuntu"),
         sources=tuple(row["sources"]),
         unconfirmed=tuple(row.get("unconfirmed", ())),
+        extra_file=row.get("extra_file"),
     )

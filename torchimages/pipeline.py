@@ -110,7 +110,7 @@ class BuildRunner:
             context = Path(tmp) / "context"
             dockerfile = (job.context / "Dockerfile").read_text(encoding="utf-8")
             copy_context(job.context, context, needs_build_config="COPY build-config/" in dockerfile)
-            self.inputs.fill_context(context)
+            self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc")
             base_arg = (self.inputs.base_image if job.variant == "base" else job.base_image) or None
             outcome = self.engine.build(job.image, context, job.tag, buildargs=self.inputs.buildargs(base_image=base_arg),
                                         emit=self.emit, cancel=self.cancel)

@@ -22,6 +22,7 @@ class ImageRecord:
     image_id: str | None = None
     size_bytes: int | None = None
     adds_bytes: int | None = None  # a variant's size over its base
+    floor_bytes: int | None = None  # the OS base plus what was installed, each file once (torchimages.sizes)
     layers: int | None = None
     build_seconds: float | None = None
     error: str | None = None
@@ -46,14 +47,25 @@ class Report:
 
     def to_markdown(self) -> str:
         lines = [f"# Build report: release {self.release}", "", f"Matrix: `{self.matrix}`", "",
-                 "| image | tag | result | size | adds | layers | seconds | smoke | torch | cuda | cudnn | python |",
-                 "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                 "| image | tag | result | size | floor | size/floor | adds | layers | seconds | smoke | torch | cuda | cudnn "
+                 "| python |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in self.images:
             v = r.versions
-            lines.append(f"| {r.image} | `{r.tag}` | {r.result} | {human(r.size_bytes)} | {human(r.adds_bytes)} | "
+            lines.append(f"| {r.image} | `{r.tag}` | {r.result} | {human(r.size_bytes)} | {human(r.floor_bytes)} | "
+                         f"{ratio(r.size_bytes, r.floor_bytes)} | {human(r.adds_bytes)} | "
                          f"{r.layers or '-'} | {seconds(r.build_seconds)} | {smoke_cell(r)} | {v.get('torch')} | "
                          f"{v.get('cuda') or '-'} | "
                          f"{v.get('cudnn') or '-'} | {v.get('python')} |")
+        tiered = [r for r in self.images if (r.stages.get("smoke") or {}).get("tiers")]
+        if tiered:
+            lines += ["", "## GPU checks", "",
+                      "GPU-ready checks (CUDA libraries load, versions read from them, compiled GPU architectures, one "
+                      "copy of each library) are proven without a GPU; the others need one and skip without it.", "",
+                      "| image | proven without a GPU | need a GPU |", "|---|---|---|"]
+            for r in tiered:
+                tiers = r.stages["smoke"]["tiers"]
+                lines.append(f"| {r.image} | {tier_cell(tiers.get('gpu-ready'))} | {tier_cell(tiers.get('needs-gpu'))} |")
         failures = [r for r in self.images if r.error]
         if failures:
             lines += ["", "## Problems", ""] + [f"- **{r.image}**: {r.error}" for r in failures]
@@ -81,6 +93,16 @@ def smoke_cell(record: ImageRecord) -> str:
         return "-"
     return (f"{smoke['passed']} passed, {smoke['failed']} failed, {smoke['skipped']} skipped "
             f"({smoke['skipped_no_gpu']} no GPU)")
+
+
+def ratio(size: int | None, floor: int | None) -> str:
+    return f"{size / floor:.3f}" if size and floor else "-"
+
+
+def tier_cell(counts: dict[str, int] | None) -> str:
+    if not counts or not any(counts.values()):
+        return "-"
+    return f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -36,7 +36,7 @@ SMOKE_DIR = SETTINGS.root / "tests" / "smoke"
 PROBES_IN_CONTAINER = "/tmp/torchimages-probes"
 NO_GPU = "no GPU given to the container"
 SUITES = {
-    "base": ("test_versions.py", "test_hygiene.py", "test_compute.py", "test_gpu.py"),
+    "base": ("test_versions.py", "test_hygiene.py", "test_gpu_ready.py", "test_compute.py", "test_gpu.py"),
     "jupyter": ("test_versions.py", "test_hygiene.py", "test_jupyter.py"),
     "ssh": ("test_versions.py", "test_hygiene.py", "test_ssh.py"),
 }
@@ -63,11 +63,15 @@ SHM_SIZE = "2g"  # DataLoader workers and NCCL pass tensors through /dev/shm (64
 SUITE_TIMEOUT = 900
 
 
+TIERS = {"gpu-ready": "proven without a GPU", "needs-gpu": "needs a GPU"}  # set by tests/smoke/conftest.py
+
+
 @dataclass
 class Check:
     name: str
     outcome: str  # passed, failed, skipped
     message: str = ""
+    tier: str = ""  # a key of TIERS, or "" for the other checks
 
 
 @dataclass
@@ -94,10 +98,19 @@ class SmokeResult:
         return (f"{self.count('passed')} passed, {self.count('failed')} failed, {self.count('skipped')} skipped "
                 f"({self.skipped_no_gpu} for lack of a GPU) in {self.seconds:.1f} s")
 
+    def tiers(self) -> dict[str, dict[str, int]]:
+        """Per tier, the checks passed, failed and skipped: what was proven without a GPU and what needs one."""
+        return {tier: {outcome: sum(1 for c in self.checks if c.tier == tier and c.outcome == outcome)
+                       for outcome in ("passed", "failed", "skipped")} for tier in TIERS}
+
+    def tiers_summary(self) -> str:
+        return "; ".join(f"{TIERS[tier]}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+                         for tier, counts in self.tiers().items() if any(counts.values()))
+
     def record(self) -> dict[str, Any]:
         return {"passed": self.count("passed"), "failed": self.count("failed"), "skipped": self.count("skipped"),
                 "skipped_no_gpu": self.skipped_no_gpu, "seconds": round(self.seconds, 1), "gpus": self.gpus,
-                "error": self.error, "checks": [asdict(c) for c in self.checks]}
+                "tiers": self.tiers(), "error": self.error, "checks": [asdict(c) for c in self.checks]}
 
 
 @dataclass(frozen=True)
@@ -267,12 +280,13 @@ def parse_junit(path: Path) -> list[Check]:
         name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{HOST_PARAMETER.sub('', case.get('name', ''))}"
         name = name.replace("[]", "")
         outcome, message = "passed", ""
+        tier = next((p.get("value", "") for p in case.iter("property") if p.get("name") == "tier"), "")
         for child in case:
             if child.tag in ("failure", "error"):
                 outcome, message = "failed", (child.get("message") or "") + "\n" + (child.text or "")[-1500:]
             elif child.tag == "skipped":
                 outcome, message = "skipped", child.get("message") or ""
-        checks.append(Check(name, outcome, message.strip()))
+        checks.append(Check(name, outcome, message.strip(), tier))
     return checks
 
 

@@ -21,7 +21,7 @@ def target_of(job: BuildJob) -> Target:
     spec = job.spec
     return Target(image=job.image, tag=job.tag, variant=job.variant, flavor=spec.flavor,
                   expected={"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl,
-                            "python": spec.python, "ngc": spec.ngc})
+                            "python": spec.python, "ngc": spec.ngc, "archs": list(spec.archs)})
 
 
 def test_images(jobs: list[BuildJob], report: Report, console: Console, *, require_gpu: bool) -> list[SmokeResult]:
@@ -38,6 +38,8 @@ def test_images(jobs: list[BuildJob], report: Report, console: Console, *, requi
         record_result(report, job, result)
         state = "[green]passed[/]" if result.ok else "[bold red]FAILED[/]"
         console.print(f"smoke: {job.image}: {state}: {result.summary()}", highlight=False)
+        if result.tiers_summary():
+            console.print(f"  GPU checks: {result.tiers_summary()}", highlight=False)
         for check in result.checks:
             if check.outcome == "failed":
                 console.print(f"  [red]failed[/] {check.name}: {first_lines(check.message)}", highlight=False)
@@ -57,14 +59,6 @@ def record_result(report: Report, job: BuildJob, result: SmokeResult) -> None:
 
 def first_lines(message: str, count: int = 3) -> str:
     return " | ".join(line.strip() for line in message.splitlines()[:count] if line.strip())
-
-
-def _exists(runner: SmokeRunner, tag: str) -> bool:
-    try:
-        runner.api.inspect_image(tag)
-    except Exception:
-        return False
-    return True
 
 
 def load_report(path: Path, release: str, matrix_file: str) -> Report:

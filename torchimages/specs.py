@@ -30,7 +30,6 @@ class ImageSpec:
     torch: str
     python: str
     base_image: str
-    python_source: str  # "system": the OS python3; "managed": installed by uv; "ngc": the NGC image's
     origin: str
     line: int | None
     cuda: str | None = None
@@ -155,7 +154,7 @@ class _EntryResolver:
         self._python(release)
         self._cudnn(release, build)
         self._note_unconfirmed(f"torch {release.version} {build.variant}", build.unconfirmed)
-        cuda_image, base_image, python_source = self._cuda_base(cuda, build.cuda)
+        cuda_image, base_image = self._cuda_base(cuda, build.cuda)
         if cuda_image is None and base_image is None:
             return None
         python = self.entry.get("python")
@@ -165,7 +164,7 @@ class _EntryResolver:
             "torch": release.version, "python": python, "cuda": build.cuda, "cuda_image": cuda_image,
             "cudnn": build.cudnn, "nccl": build.nccl, "torch_variant": build.variant,
             "torch_index": TORCH_INDEX.format(variant=build.variant),
-            "base_image": base_image, "python_source": python_source,
+            "base_image": base_image,
             "min_driver": self.data.min_driver(cuda_image or build.cuda),
             "min_driver_compat": self.data.family_min_driver(build.cuda),
             "archs": build.archs, **self._pip(release),
@@ -180,14 +179,13 @@ class _EntryResolver:
             return None
         python = self.entry.get("python")
         os_release = self.data.os_for_python(python) or self.data.os_for_python("3.11")
-        source = "system" if os_release.python == python else "managed"
         if os_release.unconfirmed:
             self.warnings.append(f"the python3 of {os_release.image} is UNCONFIRMED in the compat data")
         return {
             "derived_name": f"torch{release.version}-cpu-py{python}",
             "torch": release.version, "python": python, "torch_variant": "cpu",
             "torch_index": TORCH_INDEX.format(variant="cpu"),
-            "base_image": self.entry.get("base_image") or os_release.image, "python_source": source,
+            "base_image": self.entry.get("base_image") or os_release.image,
             **self._pip(release),
         }
 
@@ -214,13 +212,16 @@ class _EntryResolver:
         if self.entry.get("pip") and any(_pip_name(p) in ("torch", *DOMAIN_LIBS) for p in self.entry.get("pip")):
             self.fail("pip", f"NGC {wanted} ships its own torch build; replacing torch or its domain libraries breaks it")
         self._note_unconfirmed(f"NGC {wanted}", release.unconfirmed)
+        if release.extra_file:
+            self.warnings.append(f"NGC {wanted}: facts from {release.extra_file} ({compat.EXTRA_ENV}), not the reviewed "
+                                 "compat data")
         return {
             "derived_name": f"ngc{wanted}-torch{_short(release.pytorch)}-cu{release.cuda.replace('.', '')[:3]}"
                             f"-cudnn{_short(release.cudnn)}-py{_short(release.python)}",
             "torch": release.pytorch, "python": _short(release.python), "ngc": wanted,
             "cuda": ".".join(release.cuda.split(".")[:2]), "cuda_image": ".".join(release.cuda.split(".")[:3]),
             "cudnn": release.cudnn, "nccl": release.nccl,
-            "base_image": self.entry.get("base_image") or release.image, "python_source": "ngc",
+            "base_image": self.entry.get("base_image") or release.image,
             "min_driver": self.data.min_driver(".".join(release.cuda.split(".")[:3])),
             "min_driver_compat": self.data.family_min_driver(release.cuda),
             "pip": tuple(self.entry.get("pip") or ()),
@@ -254,24 +255,27 @@ class _EntryResolver:
             self.fail("cudnn", f"torch {release.version} ({build.variant}) bundles cuDNN {build.cudnn}, not {wanted}; "
                                f"set cudnn: \"{_short(build.cudnn)}\" or remove the field (it is derived)")
 
-    def _cuda_base(self, cuda: str, build_cuda: str) -> tuple[str | None, str | None, str]:
-        """The nvidia/cuda -base image: only cudart, so torch's own CUDA libraries are the only copy."""
+    def _cuda_base(self, cuda: str, build_cuda: str) -> tuple[str | None, str | None]:
+        """The nvidia/cuda -base image: only cudart, so torch's own CUDA libraries are the only copy.
+
+        Of the Ubuntu releases published for the CUDA patch, the one whose python3 is the entry's
+        Python is preferred (the build then needs no standalone Python), else the newest.
+        """
         patches = self.data.cuda_patches(cuda)
         python = self.entry.get("python")
         override = self.entry.get("base_image")
         if not patches:
             if override:
                 self.warnings.append(f"no nvidia/cuda image is recorded for CUDA {cuda}; using base_image as given")
-                return None, override, "managed"
+                return None, override
             known = ", ".join(v for v in self.data.ubuntu_by_cuda if matches(build_cuda.split(".", maxsplit=1)[0], v))
             self.fail("cuda", f"no nvidia/cuda image is recorded for CUDA {cuda}; known: {known}")
-            return None, None, "managed"
+            return None, None
         patch = patches[-1]
         ubuntus = self.data.ubuntu_by_cuda[patch]
         os_match = [u for u in ubuntus if (o := self.data.os_for_python(python)) and o.key == f"ubuntu{u}"]
         ubuntu = os_match[0] if os_match else ubuntus[-1]
-        source = "system" if os_match else "managed"
-        return patch, override or f"nvidia/cuda:{patch}-base-ubuntu{ubuntu}", source
+        return patch, override or f"nvidia/cuda:{patch}-base-ubuntu{ubuntu}"
 
     def _pip(self, release: TorchRelease) -> dict:
         """Pin torchvision/torchaudio named in `pip` to the release that pairs with torch."""

@@ -54,9 +54,18 @@ def probe(host: Any, facts: Facts, name: str, *args: str, timeout: int = 120) ->
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+NEEDS_GPU, GPU_READY = "needs-gpu", "gpu-ready"  # the report's tiers: proven only on a GPU, or without one
+
+
+def tier(request: pytest.FixtureRequest, name: str) -> None:
+    """Record the check's tier in the JUnit XML the runner reads."""
+    request.node.user_properties.append(("tier", name))
+
+
 @pytest.fixture
-def gpu(facts: Facts) -> int:
+def gpu(request: pytest.FixtureRequest, facts: Facts) -> int:
     """The GPU count given to the container; skips (or, with --require-gpu, fails) when there is none."""
+    tier(request, NEEDS_GPU)
     if facts.gpus:
         if facts.flavor == "cpu":
             pytest.skip("a cpu image holds a CPU build of torch: the GPU is not for it")

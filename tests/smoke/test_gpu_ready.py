@@ -1,0 +1,81 @@
+"""GPU readiness, proven without a GPU: the CUDA libraries the image carries, read and loaded as a GPU
+would use them. These checks run on every machine; the GPU tier (test_gpu.py) needs a GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .conftest import GPU_READY, Facts, probe, tier
+
+# The nvidia/cuda base images carry cudart (0.7 MB) by their documented contract; torch's wheel brings
+# its own. That one duplicate is expected; any other is a second CUDA stack in the image.
+BASE_IMAGE_CUDART = ("libcudart", "/usr/local/cuda")
+
+
+@pytest.fixture(autouse=True)
+def _tier(request: pytest.FixtureRequest) -> None:
+    tier(request, GPU_READY)
+
+
+@pytest.fixture(scope="module")
+def ready(host: Any, facts: Facts) -> dict[str, Any]:
+    return probe(host, facts, "gpu_ready", timeout=180)
+
+
+@pytest.fixture
+def cuda_image(facts: Facts) -> None:
+    if facts.flavor == "cpu":
+        pytest.skip("a cpu image carries no CUDA libraries (test_cpu_image_has_no_cuda_libraries checks that)")
+
+
+def short(version: str | None, parts: int) -> str | None:
+    return None if version is None else ".".join(version.split("+")[0].split(".")[:parts])
+
+
+def test_cpu_image_has_no_cuda_libraries(ready: dict, facts: Facts) -> None:
+    if facts.flavor != "cpu":
+        pytest.skip("a cuda/ngc image carries CUDA libraries")
+    assert not ready["libraries"], f"a cpu image carries CUDA libraries: {sorted(ready['libraries'])}"
+
+
+def test_versions_read_from_the_libraries(ready: dict, facts: Facts, cuda_image: None) -> None:
+    seen, want = ready["versions"], facts.expected
+    problems = [f"{name} {seen.get(name)} (read from {ready['torch_loads'].get(library, 'no library')}), "
+                f"the entry declares {short(want[name], parts)}"
+                for name, library, parts in (("cuda", "libcudart", 2), ("cudnn", "libcudnn", 3), ("nccl", "libnccl", 3))
+                if seen.get(name) != short(want[name], parts)]
+    assert not problems, "; ".join(problems)
+
+
+def test_every_cuda_library_loads(ready: dict, cuda_image: None) -> None:
+    count = sum(len(paths) for paths in ready["libraries"].values())
+    assert count >= 5, f"only {count} CUDA libraries found: {sorted(ready['libraries'])}"
+    assert not ready["load_errors"], "CUDA libraries that do not load:\n" + "\n".join(
+        f"  {path}: {error}" for path, error in ready["load_errors"].items())
+
+
+def test_torch_loads_the_libraries_it_bundles(ready: dict, cuda_image: None) -> None:
+    missing = {"libcudart", "libcudnn", "libcublas"} - set(ready["torch_loads"])
+    assert not missing, f"import torch did not load {sorted(missing)}; it loaded {ready['torch_loads']}"
+
+
+def test_arch_list_covers_every_claimed_generation(ready: dict, facts: Facts, cuda_image: None) -> None:
+    claimed = facts.expected.get("archs") or []
+    if not claimed:
+        pytest.skip("the compat data records no GPU generations for this entry")
+    compiled = {flag.split("_", 1)[1] for flag in ready["arch_flags"] if flag.startswith("sm_")}
+    ptx = [int(flag.split("_", 1)[1]) for flag in ready["arch_flags"] if flag.startswith("compute_")]
+    uncovered = [arch for arch in claimed
+                 if arch.replace(".", "") not in compiled and not any(p <= int(arch.replace(".", "")) for p in ptx)]
+    assert not uncovered, (f"torch was compiled for {ready['arch_flags']}: no kernels for the claimed compute "
+                           f"capabilities {uncovered}")
+
+
+def test_one_copy_of_each_cuda_library(ready: dict, cuda_image: None) -> None:
+    twice = {name: paths for name, paths in ready["libraries"].items() if len(paths) > 1}
+    if BASE_IMAGE_CUDART[0] in twice and sum(p.startswith(BASE_IMAGE_CUDART[1]) for p in twice["libcudart"]) == 1:
+        del twice["libcudart"]
+    assert not twice, "CUDA libraries present more than once (a second CUDA stack in the image?):\n" + "\n".join(
+        f"  {name}: {paths}" for name, paths in twice.items())

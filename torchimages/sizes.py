@@ -1,0 +1,49 @@
+"""An image's size against its floor: the OS base image plus what was installed on it, each file counted once.
+
+Docker's image size adds up layers, so a file written in one layer and changed in a later one counts
+twice; the floor is what the image would weigh without such waste. It is measured in the image:
+dpkg's installed sizes over those of the OS base, plus the files under the Python environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import docker
+import docker.errors
+
+# The folders a wheel image installs Python into (du counts hard links once).
+PYTHON_FOLDERS = ("/opt/venv", "/opt/python", "/etc/pip")
+MEASURE = ("dpkg-query -W -f='${Installed-Size}\\n' | awk '{s+=$1} END {print s*1024}'; "
+           f"du -sb {' '.join(PYTHON_FOLDERS)} 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}'")
+
+
+@dataclass
+class FloorMeter:
+    """Measures floors; each OS base image is measured once."""
+
+    api: docker.APIClient
+    _os: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def floor(self, image: str, os_base: str) -> int | None:
+        """Bytes of `os_base` plus what `image` installed on it; None when either cannot be measured."""
+        try:
+            if os_base not in self._os:
+                self._os[os_base] = (self.api.inspect_image(os_base)["Size"], self._measure(os_base)[0])
+            base_size, base_dpkg = self._os[os_base]
+            dpkg, python = self._measure(image)
+        except (docker.errors.DockerException, ValueError, RuntimeError):
+            return None
+        return base_size + (dpkg - base_dpkg) + python
+
+    def _measure(self, image: str) -> tuple[int, int]:
+        """(dpkg's installed bytes, bytes under PYTHON_FOLDERS) in a container of `image`."""
+        container = self.api.create_container(image, entrypoint=["/bin/sh", "-c"], command=[MEASURE], user="0")
+        try:
+            self.api.start(container)
+            if self.api.wait(container, timeout=300)["StatusCode"] != 0:
+                raise RuntimeError(self.api.logs(container).decode(errors="replace")[-300:])
+            dpkg, python = self.api.logs(container, stderr=False).decode().split()
+        finally:
+            self.api.remove_container(container, force=True)
+        return int(dpkg), int(python)
