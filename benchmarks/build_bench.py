@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Build benchmark for the CI entry (the CPU image and its variants). Prints numbers; asserts nothing.
+"""Build benchmark for one matrix entry and its variants. Prints numbers; asserts nothing.
 
-    .venv/bin/python benchmarks/build_bench.py
+    .venv/bin/python benchmarks/build_bench.py                      # the CPU entry (CI's image)
+    .venv/bin/python benchmarks/build_bench.py --entry torch2.3.1-cu121-cudnn8.9-py3.11
 
-Measures in one run: cold build seconds (--no-cache), a warm no-op rebuild and their ratio, each
-image's size, the bytes each variant adds over its base, whether the variants share every base
-layer, and each image's size against its floor (the base OS image plus what is installed, measured
-in the image: dpkg's installed sizes over the base OS, and /opt/venv, /opt/python, /etc/pip).
+The base image and wheelhouse are made the way CI makes them: a Debian base (a local CUDA base for a cuda
+entry) and an offline wheelhouse in .cache/. Measures in one run: cold build seconds (--no-cache), a warm
+no-op rebuild and their ratio, each image's size, the bytes each variant adds over its base, whether the
+variants share every base layer, and each image's size against its floor (the build report's floor: the
+OS base plus what was installed, each file counted once).
 Targets: warm <= 5 % of cold; variants share every base layer; size within 5 % of the floor.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -22,67 +25,77 @@ from pathlib import Path
 import docker
 
 ROOT = Path(__file__).resolve().parents[1]
-BASE_IMAGE = "torchimages/debian:bookworm-minbase"
-GLOB = "torch*-cpu-py*"
+sys.path.insert(0, str(ROOT))
+
+from torchimages import matrix, specs  # noqa: E402
+from torchimages.settings import SETTINGS  # noqa: E402
+
+DEBIAN = "torchimages/debian:bookworm-minbase"
+DEBIAN_PYTHON = "3.11.2"
 RELEASE = "bench"
-MEASURE = ("dpkg-query -W -f='${Installed-Size}\\n' | awk '{s+=$1} END {print s*1024}'; "
-           "du -sb /opt/venv /opt/python /etc/pip 2>/dev/null | awk '{s+=$1} END {print s+0}'")
 
 
 def sh(*command: str) -> str:
     return subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True).stdout
 
 
-def build(out: Path, *extra: str) -> tuple[float, dict]:
+def prepare(spec: specs.ImageSpec) -> tuple[str, Path]:
+    """The base image and wheelhouse for the entry, made if missing."""
+    sh("bash", "scripts/start-engine.sh")
+    sh("bash", "scripts/make-base-image.sh", DEBIAN)
+    if spec.flavor == "cpu":
+        sh("bash", "scripts/make-ci-wheelhouse.sh", ".cache/wheelhouse", spec.torch, SETTINGS.jupyterlab, SETTINGS.notebook)
+        return DEBIAN, ROOT / ".cache/wheelhouse"
+    if spec.flavor != "cuda":
+        raise SystemExit(f"{spec.name}: only cpu and cuda entries can be built here")
+    base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
+    sh("bash", "scripts/make-cuda-base-image.sh", spec.cuda_image, base, DEBIAN)
+    wheelhouse = ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}"
+    sh("bash", "scripts/make-wheelhouse.sh", str(wheelhouse), DEBIAN_PYTHON, f"torch=={spec.torch}", *spec.domain_pins,
+       "numpy", f"jupyterlab=={SETTINGS.jupyterlab}", f"notebook=={SETTINGS.notebook}", "ipykernel")
+    return base, wheelhouse
+
+
+def build(out: Path, spec: specs.ImageSpec, base: str, wheelhouse: Path, *extra: str) -> tuple[float, dict]:
     report = out / f"report{len(list(out.glob('report*')))}.json"
     started = time.monotonic()
     subprocess.run([sys.executable, "build.py", "build", "--tag", RELEASE, "--images", str(out / "images"),
-                    "--only", GLOB, "--plain", "--base-image", BASE_IMAGE, "--wheelhouse", str(ROOT / ".cache/wheelhouse"),
+                    "--only", f"{spec.name}*", "--plain", "--base-image", base, "--wheelhouse", str(wheelhouse),
                     "--offline", "--report", str(report), "--logs", str(out / "logs"), *extra],
                    cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.monotonic() - started, json.loads(report.read_text())
 
 
-def installed_bytes(api: docker.APIClient, image: str) -> tuple[int, int]:
-    """(dpkg installed bytes, bytes under /opt/venv, /opt/python, /etc/pip) measured in the image."""
-    container = api.create_container(image, entrypoint=["/bin/sh", "-c"], command=[MEASURE], user="0")
-    try:
-        api.start(container)
-        api.wait(container, timeout=120)
-        dpkg, files = api.logs(container, stderr=False).decode().split()
-    finally:
-        api.remove_container(container, force=True)
-    return int(dpkg), int(files)
-
-
 def main() -> None:
-    sh("bash", "scripts/start-engine.sh")
-    sh("bash", "scripts/make-base-image.sh", BASE_IMAGE)
-    sh("bash", "scripts/make-ci-wheelhouse.sh", ".cache/wheelhouse")
+    plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entry", default=next(s.name for s in plan.specs if s.flavor == "cpu"),
+                        help="matrix entry (base image name) to build [the CPU entry]")
+    spec = next((s for s in plan.specs if s.name == parser.parse_args().entry), None)
+    if spec is None:
+        raise SystemExit(f"no entry {parser.parse_args().entry!r}; entries: {', '.join(s.name for s in plan.specs)}")
+    base, wheelhouse = prepare(spec)
     api = docker.APIClient(version="auto")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         sh(sys.executable, "build.py", "render", "--tag", RELEASE, "--out", str(out / "images"))
-        cold_total, cold = build(out, "--no-cache")
-        warm_total, warm = build(out)
-    base_os = api.inspect_image(BASE_IMAGE)["Size"]
-    os_dpkg, _ = installed_bytes(api, BASE_IMAGE)
-    print(f"cold build (--no-cache), total {cold_total:.1f} s; warm no-op rebuild {warm_total:.1f} s; "
+        cold_total, cold = build(out, spec, base, wheelhouse, "--no-cache")
+        warm_total, warm = build(out, spec, base, wheelhouse)
+    print(f"{spec.name} on {base}: cold build (--no-cache), total {cold_total:.1f} s; warm no-op rebuild {warm_total:.1f} s; "
           f"ratio {warm_total / cold_total:.1%} (target <= 5 %)")
-    print(f"{'image':34} {'cold s':>7} {'warm s':>7} {'size MB':>9} {'adds MB':>8} {'floor MB':>9} {'size/floor':>10}")
-    base_layers = None
+    print(f"{'image':44} {'cold s':>7} {'warm s':>7} {'size MB':>9} {'adds MB':>8} {'floor MB':>9} {'size/floor':>10}")
+    base_layers: list[str] = []
     for record, again in zip(cold["images"], warm["images"], strict=True):
-        dpkg, files = installed_bytes(api, record["tag"])
-        floor = base_os + (dpkg - os_dpkg) + files
         layers = api.inspect_image(record["tag"])["RootFS"]["Layers"]
         if record["variant"] == "base":
             base_layers = layers
         shared = "" if record["variant"] == "base" else (
             "  shares every base layer" if layers[: len(base_layers)] == base_layers else "  DOES NOT share base layers")
         adds = f"{record['adds_bytes'] / 1e6:8.1f}" if record["adds_bytes"] else f"{'-':>8}"
-        print(f"{record['image']:34} {record['build_seconds']:7.1f} {again['build_seconds']:7.1f} "
+        floor = record["floor_bytes"]
+        print(f"{record['image']:44} {record['build_seconds']:7.1f} {again['build_seconds']:7.1f} "
               f"{record['size_bytes'] / 1e6:9.1f} {adds} {floor / 1e6:9.1f} {record['size_bytes'] / floor:10.3f}{shared}")
-    print(f"base OS image {BASE_IMAGE}: {base_os / 1e6:.1f} MB")
+    print(f"base image {base}: {api.inspect_image(base)['Size'] / 1e6:.1f} MB")
 
 
 if __name__ == "__main__":

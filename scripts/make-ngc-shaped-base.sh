@@ -32,13 +32,14 @@ container=$(docker create -v "${wheelhouse}:/wheels:ro" "${from}" bash -euc "
 trap 'docker rm -f "${container}" > /dev/null 2>&1 || true' EXIT
 log=$(mktemp)
 docker start -a "${container}" > "${log}" 2>&1 || { echo "ngc-shaped base: FAILED; last lines:" >&2; tail -20 "${log}" >&2; exit 1; }
+version=$(sed -n 's/^NGC_FACTS \([^ ]*\) .*/\1/p' "${log}")   # torch.__version__, as NGC's PYTORCH_VERSION holds it
 cudnn=$(sed -n 's/^NGC_FACTS nvidia-cudnn-[a-z0-9]*==//p' "${log}")
 nccl=$(sed -n 's/^NGC_FACTS nvidia-nccl-[a-z0-9]*==//p' "${log}")
 docker commit \
-    --change "ENV NVIDIA_PYTORCH_VERSION=${release} PYTORCH_VERSION=${torch} PYTORCH_BUILD_VERSION=${torch} CUDNN_VERSION=${cudnn} NCCL_VERSION=${nccl} PYTHONIOENCODING=utf-8" \
+    --change "ENV NVIDIA_PYTORCH_VERSION=${release} PYTORCH_VERSION=${version} PYTORCH_BUILD_VERSION=${version} CUDNN_VERSION=${cudnn} NCCL_VERSION=${nccl} PYTHONIOENCODING=utf-8" \
     --change "LABEL org.opencontainers.image.title=\"NGC-shaped base for tests (torch ${torch}, release ${release})\"" \
     --change 'CMD ["/bin/bash"]' \
     "${container}" "${image}" > /dev/null
 rm -f "${log}"
-echo "ngc-shaped base: ${image} made FROM ${from}: torch ${torch}, cuDNN ${cudnn}, NCCL ${nccl}," \
+echo "ngc-shaped base: ${image} made FROM ${from}: torch ${version}, cuDNN ${cudnn}, NCCL ${nccl}," \
      "$(docker image inspect -f '{{.Size}}' "${image}") bytes, $(( $(date +%s) - started )) s"

@@ -139,11 +139,16 @@ class CompatData:
 @cache
 def load() -> CompatData:
     """The packaged compatibility data, plus the rows of the EXTRA_ENV file when it is set (read once per process)."""
+    extra = os.environ.get(EXTRA_ENV)
+    return load_with(Path(extra) if extra else None)
+
+
+def load_with(extra: Path | None) -> CompatData:
+    """The packaged compatibility data, plus the NGC rows of `extra` (which replace rows of the same release)."""
     text = resources.files("torchimages").joinpath("data/compat.yaml").read_text(encoding="utf-8")
     raw = yaml.safe_load(text)
-    extra = os.environ.get(EXTRA_ENV)
     if extra:
-        rows = extra_ngc_rows(Path(extra))
+        rows = extra_ngc_rows(extra)
         added = {row["release"] for row in rows}
         raw["ngc"] = [row for row in raw["ngc"] if row["release"] not in added] + rows
     return parse(raw)

@@ -14,8 +14,8 @@ import docker.errors
 
 # The folders a wheel image installs Python into (du counts hard links once).
 PYTHON_FOLDERS = ("/opt/venv", "/opt/python", "/etc/pip")
-MEASURE = ("dpkg-query -W -f='${Installed-Size}\\n' | awk '{s+=$1} END {print s*1024}'; "
-           f"du -sb {' '.join(PYTHON_FOLDERS)} 2>/dev/null | awk '{{s+=$1}} END {{print s+0}}'")
+MEASURE = ("dpkg-query -W -f='${Installed-Size}\\n' | awk '{s+=$1} END {printf \"%.0f\\n\", s*1024}'; "
+           f"du -sb {' '.join(PYTHON_FOLDERS)} 2>/dev/null | awk '{{s+=$1}} END {{printf \"%.0f\\n\", s}}'")
 
 
 @dataclass

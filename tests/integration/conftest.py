@@ -17,13 +17,21 @@ from pathlib import Path
 
 import docker
 import pytest
+import yaml
 
-from torchimages import matrix, specs
+from torchimages import compat, matrix, specs
+from torchimages.settings import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "torchimages/debian:bookworm-minbase"
 RELEASE = "it"
 CPU_GLOB = "torch*-cpu-py*"
+CPU_ENTRY = "torch2.13.0-cpu-py3.11"
+# The flagship: builds here from PyPI's default (cu121) torch wheels, on Debian's Python 3.11.
+CUDA_ENTRY = "torch2.3.1-cu121-cudnn8.9-py3.11"
+DEBIAN_PYTHON = "3.11.2"  # wheels are resolved for the container's Python, not the host's
+DATA = Path(__file__).parent / "data"
+NGC_MATRIX, NGC_COMPAT = DATA / "ngc-shaped.matrix.yaml", DATA / "ngc-shaped.compat.yaml"
 # Given to the build as a pip index and a proxy: neither may reach any image.
 SECRET_TOKEN = "s3cr3t-index-token-4242"
 SECRET_PROXY_PASSWORD = "proxy-pa55word-4242"
@@ -64,53 +72,147 @@ def base_image(api: docker.APIClient) -> str:
     return BASE_IMAGE
 
 
+def script(name: str, *args: str, timeout: float = 900) -> None:
+    result = run(["bash", str(ROOT / "scripts" / name), *args], timeout=timeout)
+    assert result.returncode == 0, f"scripts/{name} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+
+
 @pytest.fixture(scope="session")
 def wheelhouse() -> Path:
     folder = ROOT / ".cache" / "wheelhouse"
-    cpu = cpu_spec()
-    result = run(["bash", str(ROOT / "scripts" / "make-ci-wheelhouse.sh"), str(folder), cpu.torch], timeout=900)
-    assert result.returncode == 0, f"making the wheelhouse failed:\n{result.stdout}{result.stderr}"
+    script("make-ci-wheelhouse.sh", str(folder), entry_spec(CPU_ENTRY).torch, SETTINGS.jupyterlab, SETTINGS.notebook)
     return folder
 
 
-def cpu_spec() -> specs.ImageSpec:
-    """The CPU entry of the default matrix: the tests' expectations come from the matrix."""
-    plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
-    return next(spec for spec in plan.specs if spec.flavor == "cpu")
+def entry_spec(name: str, matrix_file: Path = ROOT / "matrix.yaml") -> specs.ImageSpec:
+    """An entry of a matrix: the tests' expectations come from the matrix, not from the tests."""
+    plan = specs.resolve(matrix.load(matrix_file))
+    return next(spec for spec in plan.specs if spec.name == name)
 
 
 @dataclass(frozen=True)
-class CpuBuild:
+class EntryBuild:
+    """A matrix entry built with its variants in this session, and its build report."""
+
     spec: specs.ImageSpec
     result: subprocess.CompletedProcess[str]
     report: dict
     report_path: Path
     tags: dict[str, str]  # variant -> tag
+    matrix: Path
+    env: dict[str, str]
+
+    @property
+    def expected(self) -> dict:
+        spec = self.spec
+        return {"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl, "python": spec.python,
+                "ngc": spec.ngc, "archs": list(spec.archs)}
+
+    def record(self, variant: str) -> dict:
+        return next(r for r in self.report["images"] if r["variant"] == variant)
 
 
-@pytest.fixture(scope="session")
-def cpu_build(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> CpuBuild:
-    """Build the CPU entry with both variants, as CI does, with secrets in the pip index URL and proxy."""
-    spec = cpu_spec()
-    out = tmp_path_factory.mktemp("cpu-build")
+def build_entry(spec: specs.ImageSpec, out: Path, *options: str, matrix_file: Path = ROOT / "matrix.yaml",
+                env: dict[str, str] | None = None) -> EntryBuild:
+    """Render the matrix into `out` and build one entry with its variants, as CI does."""
+    env = env or dict(os.environ)
     images = out / "images"
-    rendered = build_py("render", "--tag", RELEASE, "--out", str(images))
+    rendered = build_py("render", "--matrix", str(matrix_file), "--tag", RELEASE, "--out", str(images), env=env)
     assert rendered.returncode == 0, rendered.stderr
-    env = dict(os.environ, HTTPS_PROXY=f"http://builder:{SECRET_PROXY_PASSWORD}@127.0.0.1:9")
-    result = build_py("build", "--tag", RELEASE, "--images", str(images), "--only", CPU_GLOB, "--plain",
-                      "--base-image", base_image, "--wheelhouse", str(wheelhouse), "--offline",
-                      "--pip-index-url", f"https://ci:{SECRET_TOKEN}@pypi.invalid/simple",
-                      "--report", str(out / "report.json"), "--logs", str(out / "logs"), env=env)
-    assert result.returncode == 0, f"building the CPU entry failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    result = build_py("build", "--matrix", str(matrix_file), "--tag", RELEASE, "--images", str(images), "--only",
+                      f"{spec.name}*", "--plain", *options, "--report", str(out / "report.json"),
+                      "--logs", str(out / "logs"), env=env, timeout=2400)
+    assert result.returncode == 0, f"building {spec.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     report = json.loads((out / "report.json").read_text())
-    plan_tags = {r["variant"]: r["tag"] for r in report["images"]}
-    return CpuBuild(spec=spec, result=result, report=report, report_path=out / "report.json", tags=plan_tags)
+    tags = {r["variant"]: r["tag"] for r in report["images"]}
+    return EntryBuild(spec=spec, result=result, report=report, report_path=out / "report.json", tags=tags,
+                      matrix=matrix_file, env=env)
+
+
+def smoke_test(build: EntryBuild, folder: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`build.py test` on a built entry; the result and the report it wrote."""
+    report = folder / "report.json"
+    shutil.copyfile(build.report_path, report)
+    result = build_py("test", "--matrix", str(build.matrix), "--tag", RELEASE, "--only", f"{build.spec.name}*",
+                      "--report", str(report), timeout=1200, env=build.env)
+    return result, {**json.loads(report.read_text()), "_path": str(report)}
 
 
 @pytest.fixture(scope="session")
-def smoke_run(cpu_build: CpuBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
-    folder = tmp_path_factory.mktemp("smoke")
-    report = folder / "report.json"
-    shutil.copyfile(cpu_build.report_path, report)
-    result = build_py("test", "--tag", RELEASE, "--only", CPU_GLOB, "--report", str(report), timeout=900)
-    return result, {**json.loads(report.read_text()), "_path": str(report)}
+def cpu_build(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
+    """Build the CPU entry with both variants, as CI does, with secrets in the pip index URL and proxy."""
+    env = dict(os.environ, HTTPS_PROXY=f"http://builder:{SECRET_PROXY_PASSWORD}@127.0.0.1:9")
+    return build_entry(entry_spec(CPU_ENTRY), tmp_path_factory.mktemp("cpu-build"), "--base-image", base_image,
+                       "--wheelhouse", str(wheelhouse), "--offline",
+                       "--pip-index-url", f"https://ci:{SECRET_TOKEN}@pypi.invalid/simple", env=env)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
+    return smoke_test(cpu_build, tmp_path_factory.mktemp("smoke"))
+
+
+# --- the flagship CUDA entry, built from PyPI's CUDA wheels on a local CUDA base ----------------------
+
+@pytest.fixture(scope="session")
+def cuda_wheelhouse() -> Path:
+    """torch and everything the CUDA entry and its variants install, for Debian's Python (cached in .cache)."""
+    spec = entry_spec(CUDA_ENTRY)
+    folder = ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}"
+    script("make-wheelhouse.sh", str(folder), DEBIAN_PYTHON, f"torch=={spec.torch}", *spec.domain_pins, "numpy",
+           f"jupyterlab=={SETTINGS.jupyterlab}", f"notebook=={SETTINGS.notebook}", "ipykernel", timeout=1800)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def cuda_base_image(base_image: str) -> str:
+    spec = entry_spec(CUDA_ENTRY)
+    image = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
+    script("make-cuda-base-image.sh", spec.cuda_image, image, base_image)
+    return image
+
+
+@pytest.fixture(scope="session")
+def cuda_build(api: docker.APIClient, cuda_base_image: str, cuda_wheelhouse: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
+    return build_entry(entry_spec(CUDA_ENTRY), tmp_path_factory.mktemp("cuda-build"), "--base-image", cuda_base_image,
+                       "--wheelhouse", str(cuda_wheelhouse), "--offline")
+
+
+@pytest.fixture(scope="session")
+def cuda_smoke(cuda_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
+    return smoke_test(cuda_build, tmp_path_factory.mktemp("cuda-smoke"))
+
+
+# --- the ngc flavor, on an NGC-shaped base made from the same wheels --------------------------------------
+
+def ngc_env() -> dict[str, str]:
+    return dict(os.environ, TORCHIMAGES_EXTRA_COMPAT=str(NGC_COMPAT))
+
+
+@pytest.fixture(scope="session")
+def ngc_base_image(cuda_base_image: str, cuda_wheelhouse: Path) -> str:
+    """The NGC-shaped base that the test-only compat row (data/ngc-shaped.compat.yaml) describes."""
+    row = yaml.safe_load(NGC_COMPAT.read_text())["ngc"][0]
+    script("make-ngc-shaped-base.sh", row["image"], str(cuda_wheelhouse), row["release"], row["pytorch"].split("+")[0],
+           cuda_base_image, timeout=1800)
+    return row["image"]
+
+
+@pytest.fixture(scope="session")
+def ngc_build(api: docker.APIClient, ngc_base_image: str, cuda_wheelhouse: Path,
+              tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
+    env = ngc_env()
+    spec = entry_spec_with(NGC_MATRIX, NGC_COMPAT)
+    return build_entry(spec, tmp_path_factory.mktemp("ngc-build"), "--wheelhouse", str(cuda_wheelhouse), "--offline",
+                       matrix_file=NGC_MATRIX, env=env)
+
+
+def entry_spec_with(matrix_file: Path, extra_compat: Path) -> specs.ImageSpec:
+    """The only entry of `matrix_file`, resolved with the extra compat rows."""
+    return specs.resolve(matrix.load(matrix_file), compat.load_with(extra_compat)).specs[0]
+
+
+@pytest.fixture(scope="session")
+def ngc_smoke(ngc_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
+    return smoke_test(ngc_build, tmp_path_factory.mktemp("ngc-smoke"))

@@ -9,7 +9,7 @@ import tarfile
 import docker
 import pytest
 
-from .conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, CpuBuild
+from .conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild
 
 
 def run_in(api: docker.APIClient, tag: str, command: list[str], *, must_succeed: bool = True) -> tuple[int, str]:
@@ -26,13 +26,13 @@ def run_in(api: docker.APIClient, tag: str, command: list[str], *, must_succeed:
 
 
 @pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
-def test_torch_version_in_each_image(api: docker.APIClient, cpu_build: CpuBuild, variant: str) -> None:
+def test_torch_version_in_each_image(api: docker.APIClient, cpu_build: EntryBuild, variant: str) -> None:
     tag = cpu_build.tags[variant]
     _, output = run_in(api, tag, ["python", "-c", "import torch; print(torch.__version__)"])
     assert output.strip().split("+")[0] == cpu_build.spec.torch, f"{tag} holds torch {output.strip()}"
 
 
-def test_report_records_every_image(cpu_build: CpuBuild) -> None:
+def test_report_records_every_image(cpu_build: EntryBuild) -> None:
     records = {r["variant"]: r for r in cpu_build.report["images"]}
     assert set(records) == {"base", "jupyter", "ssh"}
     for variant, record in records.items():
@@ -44,14 +44,14 @@ def test_report_records_every_image(cpu_build: CpuBuild) -> None:
     assert "report:" in cpu_build.result.stdout
 
 
-def test_variants_share_every_base_layer(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_variants_share_every_base_layer(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     base = api.inspect_image(cpu_build.tags["base"])["RootFS"]["Layers"]
     for variant in ("jupyter", "ssh"):
         layers = api.inspect_image(cpu_build.tags[variant])["RootFS"]["Layers"]
         assert layers[: len(base)] == base, f"{variant} does not reuse the base layers"
 
 
-def test_labels_declare_the_versions(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_labels_declare_the_versions(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     labels = api.inspect_image(cpu_build.tags["jupyter"])["Config"]["Labels"]
     assert labels["io.torchimages.torch"] == cpu_build.spec.torch
     assert labels["io.torchimages.python"] == cpu_build.spec.python
@@ -59,13 +59,13 @@ def test_labels_declare_the_versions(api: docker.APIClient, cpu_build: CpuBuild)
     assert labels["org.opencontainers.image.version"] == "it"
 
 
-def test_default_user_is_not_root(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_default_user_is_not_root(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     for tag in cpu_build.tags.values():
         user = api.inspect_image(tag)["Config"]["User"]
         assert user and not user.startswith(("0", "root")), f"{tag} runs as {user!r}"
 
 
-def test_pip_constraint_blocks_replacing_torch(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_pip_constraint_blocks_replacing_torch(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     status, output = run_in(api, cpu_build.tags["base"], ["pip", "install", "--no-index", "torch==2.0.0"],
                             must_succeed=False)
     assert status != 0
@@ -73,7 +73,7 @@ def test_pip_constraint_blocks_replacing_torch(api: docker.APIClient, cpu_build:
 
 
 @pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
-def test_no_secret_in_history_or_layers(api: docker.APIClient, cpu_build: CpuBuild, variant: str) -> None:
+def test_no_secret_in_history_or_layers(api: docker.APIClient, cpu_build: EntryBuild, variant: str) -> None:
     tag = cpu_build.tags[variant]
     history = subprocess.run(["docker", "history", "--no-trunc", tag], capture_output=True, text=True, timeout=60,
                              check=True).stdout

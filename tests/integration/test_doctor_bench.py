@@ -9,7 +9,7 @@ from pathlib import Path
 
 import docker
 
-from .conftest import RELEASE, CpuBuild, build_py
+from .conftest import RELEASE, EntryBuild, build_py
 
 NO_GPU = "no GPU is visible: start the container with --gpus all"
 SMALL_SHM = "/dev/shm is 64 MB: add --shm-size 16g"
@@ -30,20 +30,20 @@ def run(api: docker.APIClient, tag: str, command: list[str] | None, *, shm: str 
     return code, out, err
 
 
-def test_doctor_reports_a_healthy_cpu_container(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_doctor_reports_a_healthy_cpu_container(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     code, out, err = run(api, cpu_build.tags["base"], ["image-doctor"], shm="2g")
     assert code == 0, out + err
     assert "flavor: cpu" in out and f"torch: {cpu_build.spec.torch}" in out and "problems: none" in out
     assert "/dev/shm: 2048 MB" in out and "cudnn.benchmark: False" in out
 
 
-def test_doctor_names_a_small_shm_with_its_fix(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_doctor_names_a_small_shm_with_its_fix(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     code, out, _ = run(api, cpu_build.tags["base"], ["image-doctor", "--json"])
     assert code == 1
     assert json.loads(out)["problems"] == [SMALL_SHM]
 
 
-def test_entrypoint_warns_once_and_can_be_silenced(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_entrypoint_warns_once_and_can_be_silenced(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     _, _, err = run(api, cpu_build.tags["jupyter"], ["true"])
     assert err.count(SMALL_SHM) == 1 and err.startswith("warning: ")
     _, _, quiet = run(api, cpu_build.tags["jupyter"], ["true"], environment={"TORCHIMAGES_NO_DOCTOR": "1"})
@@ -52,7 +52,7 @@ def test_entrypoint_warns_once_and_can_be_silenced(api: docker.APIClient, cpu_bu
     assert "warning" not in big
 
 
-def test_doctor_says_no_gpu_visible_for_a_cuda_image(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_doctor_says_no_gpu_visible_for_a_cuda_image(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     """A CUDA image's declared facts on this GPU-less engine: the doctor must say so, with its advice."""
     declared = {"name": "as-cuda", "flavor": "cuda", "torch": "2.3.1", "cuda": "12.1", "cudnn": "8.9.2.26",
                 "nccl": "2.20.5", "python": "3.11", "min_driver": "530.30.02", "min_driver_minor_compat": "525"}
@@ -66,7 +66,7 @@ def test_doctor_says_no_gpu_visible_for_a_cuda_image(api: docker.APIClient, cpu_
     assert f"warning: {NO_GPU} (image-doctor" in err
 
 
-def test_bench_runs_the_cpu_part_and_reports(cpu_build: CpuBuild, tmp_path: Path) -> None:
+def test_bench_runs_the_cpu_part_and_reports(cpu_build: EntryBuild, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     shutil.copyfile(cpu_build.report_path, report)
     result = build_py("bench", "--tag", RELEASE, "--only", cpu_build.tags["base"].rsplit(f"{RELEASE}-", 1)[1],
@@ -78,7 +78,7 @@ def test_bench_runs_the_cpu_part_and_reports(cpu_build: CpuBuild, tmp_path: Path
     assert row["a"] == "fp32" and row["a_per_s"] > 0 and row["b_per_s"] > 0 and bench["device"] == "cpu"
 
 
-def test_amp_gate_needs_a_gpu_measurement(cpu_build: CpuBuild, tmp_path: Path) -> None:
+def test_amp_gate_needs_a_gpu_measurement(cpu_build: EntryBuild, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     shutil.copyfile(cpu_build.report_path, report)
     result = build_py("bench", "--tag", RELEASE, "--only", cpu_build.tags["base"].rsplit(f"{RELEASE}-", 1)[1],

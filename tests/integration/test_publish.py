@@ -21,7 +21,7 @@ import requests
 from torchimages import publish
 from torchimages.report import Report
 
-from .conftest import RELEASE, ROOT, CpuBuild, build_py
+from .conftest import RELEASE, ROOT, EntryBuild, build_py
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def test_push_records_digests_that_the_registry_confirms(registry: Registry, pus
         assert image["smoke"]["failed"] == 0 and image["smoke"]["passed"] > 0
 
 
-def test_pull_back_by_digest_and_run(api: docker.APIClient, registry: Registry, pushed: dict, cpu_build: CpuBuild) -> None:
+def test_pull_back_by_digest_and_run(api: docker.APIClient, registry: Registry, pushed: dict, cpu_build: EntryBuild) -> None:
     image = next(i for i in pushed["manifest"]["images"] if i["variant"] == "base")
     repository, digest = image["reference"].split("@")
     for tag in api.inspect_image(image["tag"])["RepoTags"]:

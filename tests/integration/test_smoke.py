@@ -10,7 +10,7 @@ import docker
 from torchimages.smoke import NO_GPU, SmokeResult, SmokeRunner, Target
 from torchimages.smokestage import target_of
 
-from .conftest import CPU_GLOB, RELEASE, CpuBuild
+from .conftest import CPU_GLOB, RELEASE, EntryBuild
 
 
 def test_cpu_images_pass_every_non_gpu_check(smoke_run: tuple) -> None:
@@ -33,7 +33,7 @@ def test_gpu_checks_are_skipped_with_their_reason_never_passed(smoke_run: tuple)
     assert "checks skipped for lack of a GPU (skips are not passes)" in result.stderr
 
 
-def test_require_gpu_turns_skips_into_failures(cpu_build: CpuBuild) -> None:
+def test_require_gpu_turns_skips_into_failures(cpu_build: EntryBuild) -> None:
     job_target = Target(image="base", tag=cpu_build.tags["base"], variant="base", flavor="cpu",
                         expected=expected_of(cpu_build))
     result = SmokeRunner(require_gpu=True).run(job_target)
@@ -42,7 +42,7 @@ def test_require_gpu_turns_skips_into_failures(cpu_build: CpuBuild) -> None:
     assert result.skipped_no_gpu == 0 and not result.ok
 
 
-def expected_of(cpu_build: CpuBuild) -> dict:
+def expected_of(cpu_build: EntryBuild) -> dict:
     spec = cpu_build.spec
     return {"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl, "python": spec.python,
             "ngc": spec.ngc}
@@ -60,7 +60,7 @@ def failures(result: SmokeResult) -> dict[str, str]:
     return {c.name: c.message for c in result.checks if c.outcome == "failed"}
 
 
-def test_torch_other_than_the_labels_say_fails(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_torch_other_than_the_labels_say_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     tag = broken(api, f"FROM {cpu_build.tags['base']}\nLABEL io.torchimages.torch=\"2.12.0\"\n", "torchimages-broken:label")
     result = SmokeRunner().run(Target("broken-label", tag, "base", "cpu", expected_of(cpu_build)))
     found = failures(result)
@@ -68,7 +68,7 @@ def test_torch_other_than_the_labels_say_fails(api: docker.APIClient, cpu_build:
     assert f"label io.torchimages.torch='2.12.0' but the image has '{cpu_build.spec.torch}'" in next(iter(found.values()))
 
 
-def test_ssh_with_password_login_fails(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_ssh_with_password_login_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     dockerfile = (f"FROM {cpu_build.tags['ssh']}\nUSER 0:0\n"
                   "RUN sed -i -e 's/^PasswordAuthentication no/PasswordAuthentication yes/' "
                   "-e 's/^KbdInteractiveAuthentication no/KbdInteractiveAuthentication yes/' "
@@ -80,7 +80,7 @@ def test_ssh_with_password_login_fails(api: docker.APIClient, cpu_build: CpuBuil
     assert "password login must be off" in found["test_ssh::test_password_login_is_refused"]
 
 
-def test_jupyter_without_a_token_fails(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_jupyter_without_a_token_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     dockerfile = (f"FROM {cpu_build.tags['jupyter']}\n"
                   'CMD ["jupyter", "lab", "--IdentityProvider.token="]\n')
     tag = broken(api, dockerfile, "torchimages-broken:jupyter-no-token")
@@ -91,7 +91,7 @@ def test_jupyter_without_a_token_fails(api: docker.APIClient, cpu_build: CpuBuil
     assert all("authentication is off" in message for message in found.values())
 
 
-def test_target_of_uses_the_matrix_entry(cpu_build: CpuBuild) -> None:
+def test_target_of_uses_the_matrix_entry(cpu_build: EntryBuild) -> None:
     from torchimages import matrix, specs
     from torchimages.pipeline import plan_jobs
 
@@ -102,7 +102,7 @@ def test_target_of_uses_the_matrix_entry(cpu_build: CpuBuild) -> None:
     assert target_of(job).expected["torch"] == cpu_build.spec.torch
 
 
-def test_ssh_image_whose_sshd_command_is_bare_fails(api: docker.APIClient, cpu_build: CpuBuild) -> None:
+def test_ssh_image_whose_sshd_command_is_bare_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     """Without the entrypoint's dispatch, `IMAGE sshd` runs OpenSSH bare, which refuses to start."""
     dockerfile = (f"FROM {cpu_build.tags['ssh']}\nUSER 0:0\n"
                   "RUN sed -i 's#^    sshd | /usr/sbin/sshd)$#    no-such-command)#' /usr/local/bin/torchimages-entrypoint\n"
