@@ -16,10 +16,10 @@ LIBRARY = re.compile(r"^(lib(?:cudnn[a-z_]*|nccl|cublas|cublasLt|cusparse|cuspar
 ROOTS = ("/opt", "/usr")
 
 
-def find_libraries():
+def find_libraries(roots=ROOTS):
     """{library: sorted real files}; symlinks count as the file they point at; driver compat folders are skipped."""
     found = {}
-    for root in ROOTS:
+    for root in roots:
         for folder, dirs, files in os.walk(root):
             dirs[:] = [d for d in dirs if d != "compat"]  # cuda-compat: the forward-compatible driver
             for name in files:
@@ -99,11 +99,16 @@ def torch_facts():
     return {"torch_loads": mapped, "versions": versions, "arch_flags": arch_flags}
 
 
-if sys.argv[1:] == ["torch"]:
-    print(json.dumps(torch_facts()))
-else:
+def main():
+    if sys.argv[1:] == ["torch"]:
+        print(json.dumps(torch_facts()))
+        return
     libraries = find_libraries()
     result = {"libraries": libraries, "load_errors": load_all([p for paths in libraries.values() for p in paths])}
     child = subprocess.run([sys.executable, __file__, "torch"], capture_output=True, text=True, check=True)
     result.update(json.loads(child.stdout.strip().splitlines()[-1]))
     print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
