@@ -41,9 +41,15 @@ SUITES = {
     "ssh": ("test_versions.py", "test_hygiene.py", "test_ssh.py"),
 }
 HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's host id in test names
-# The ways users start the services, as typed after the image name (None: the image's default command).
+SHM_SIZE = "2g"  # DataLoader workers and NCCL pass tensors through /dev/shm (64 MB by default)
+SUITE_TIMEOUT = 900
+TIERS = {"gpu-ready": "proven without a GPU", "needs-gpu": "needs a GPU"}  # set by tests/smoke/conftest.py
+
+
 @dataclass(frozen=True)
 class JupyterForm:
+    """One way users start Jupyter: the command typed after the image name (None: the image's default)."""
+
     name: str
     command: list[str] | None
     user: str | None = None
@@ -58,12 +64,8 @@ JUPYTER_FORMS = (
     JupyterForm("generated-token", ["jupyter", "lab"], generated_token=True),
     JupyterForm("user-4242", ["jupyter", "lab"], user="4242:4242"),
 )
+# The ways users start sshd, as typed after the image name (None: the image's default command).
 SSH_FORMS: dict[str, list[str] | None] = {"default": None, "sshd": ["sshd"], "usr-sbin-sshd": ["/usr/sbin/sshd", "-D"]}
-SHM_SIZE = "2g"  # DataLoader workers and NCCL pass tensors through /dev/shm (64 MB by default)
-SUITE_TIMEOUT = 900
-
-
-TIERS = {"gpu-ready": "proven without a GPU", "needs-gpu": "needs a GPU"}  # set by tests/smoke/conftest.py
 
 
 @dataclass
