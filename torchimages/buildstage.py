@@ -97,7 +97,7 @@ def stop_on_sigterm(runner: BuildRunner) -> Iterator[None]:
 def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outcomes: dict[str, BuildOutcome],
                 seconds: dict[str, float], engine: Engine, logs: LogFiles) -> Report:
     report = Report(release=options.release, matrix=plan.file)
-    meter = FloorMeter(engine.api)
+    meter = FloorMeter(engine.api, known=known_floors(options.report_path))
     for job in jobs:
         outcome = outcomes[job.image]
         record = ImageRecord(
@@ -112,7 +112,8 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
             info = engine.image_info(job.tag)
             record.image_id, record.size_bytes, record.layers = info["id"], info["size"], info["layers"]
             if job.spec.flavor != "ngc":  # an NGC image's floor is the whole NGC base: nothing to measure against
-                record.floor_bytes = meter.floor(job.tag, options.inputs.base_image or job.spec.base_image)
+                record.floor_bytes = meter.floor(job.tag, options.inputs.base_image or job.spec.base_image,
+                                                 image_id=record.image_id)
         report.images.append(record)
     sizes = {r.image: r.size_bytes for r in report.images}
     for record, job in zip(report.images, jobs, strict=True):
@@ -120,6 +121,15 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
         if record.size_bytes and base_size:
             record.adds_bytes = record.size_bytes - base_size
     return report
+
+
+def known_floors(previous_report: Path) -> dict[str, int]:
+    """Floors the last report at this path measured, by image id: a no-op rebuild measures nothing again."""
+    try:
+        records = Report.load(previous_report).images if previous_report.is_file() else []
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}
+    return {r.image_id: r.floor_bytes for r in records if r.image_id and r.floor_bytes}
 
 
 def result_of(outcome: BuildOutcome) -> str:

@@ -23,10 +23,13 @@ class FloorMeter:
     """Measures floors; each OS base image is measured once."""
 
     api: docker.APIClient
+    known: dict[str, int] = field(default_factory=dict)  # image id -> floor measured before
     _os: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def floor(self, image: str, os_base: str) -> int | None:
+    def floor(self, image: str, os_base: str, *, image_id: str | None = None) -> int | None:
         """Bytes of `os_base` plus what `image` installed on it; None when either cannot be measured."""
+        if image_id in self.known:
+            return self.known[image_id]
         try:
             if os_base not in self._os:
                 self._os[os_base] = (self.api.inspect_image(os_base)["Size"], self._measure(os_base)[0])
