@@ -57,7 +57,8 @@ class Report:
                          f"{r.layers or '-'} | {seconds(r.build_seconds)} | {smoke_cell(r)} | {v.get('torch')} | "
                          f"{v.get('cuda') or '-'} | "
                          f"{v.get('cudnn') or '-'} | {v.get('python')} |")
-        tiered = [r for r in self.images if (r.stages.get("smoke") or {}).get("tiers")]
+        tiered = [r for r in self.images
+                  if any(any(counts.values()) for counts in ((r.stages.get("smoke") or {}).get("tiers") or {}).values())]
         if tiered:
             lines += ["", "## GPU checks", "",
                       "GPU-ready checks (CUDA libraries load, versions read from them, compiled GPU architectures, one "
