@@ -4,6 +4,8 @@ GPU-ready tier must pass."""
 
 from __future__ import annotations
 
+import io
+
 import docker
 import pytest
 import yaml
@@ -137,3 +139,27 @@ def test_ngc_build_refuses_a_base_of_another_release(api: docker.APIClient, ngc_
         build_entry(spec, tmp_path / "out", matrix_file=matrix_file, env=env)
     assert "the base image is NGC release 'test' (NVIDIA_PYTORCH_VERSION), not other" in str(failed.value)
     assert build_py("validate", "--matrix", str(matrix_file), env=env).returncode == 0
+
+
+def test_cuda_image_with_a_second_cudnn_and_a_broken_library_fails_the_gpu_ready_tier(
+        api: docker.APIClient, cuda_build: EntryBuild) -> None:
+    """A base cuDNN beside the wheel's, a truncated library, a claimed GPU generation without kernels: each fails."""
+    site = f"/opt/venv/lib/python{cuda_build.spec.python}/site-packages/nvidia"
+    dockerfile = (f"FROM {cuda_build.tags['base']}\nUSER 0:0\n"
+                  f"RUN cp {site}/cudnn/lib/libcudnn.so.8 /usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.7 && "
+                  f"head -c 4096 {site}/curand/lib/libcurand.so.10 > /usr/local/lib/libcurand.so.10\nUSER 1000:1000\n")
+    stream = api.build(fileobj=io.BytesIO(dockerfile.encode()), tag="torchimages-broken:cuda-twice", rm=True,
+                       forcerm=True, decode=True)
+    assert not [chunk for chunk in stream if "error" in chunk]
+    try:
+        expected = {**cuda_build.expected, "archs": [*cuda_build.expected["archs"], "10.0"]}
+        result = SmokeRunner().run(Target("broken-cuda", "torchimages-broken:cuda-twice", "base", "cuda", expected))
+    finally:
+        api.remove_image("torchimages-broken:cuda-twice", force=True)
+    failed = {c.name: c.message for c in result.checks if c.outcome == "failed"}
+    assert set(failed) == {"test_gpu_ready::test_every_cuda_library_loads",
+                           "test_gpu_ready::test_one_copy_of_each_cuda_library",
+                           "test_gpu_ready::test_arch_list_covers_every_claimed_generation"}, failed
+    assert "/usr/local/lib/libcurand.so.10: loading it killed the process" in failed["test_gpu_ready::test_every_cuda_library_loads"]
+    assert "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.7" in failed["test_gpu_ready::test_one_copy_of_each_cuda_library"]
+    assert "['10.0']" in failed["test_gpu_ready::test_arch_list_covers_every_claimed_generation"]

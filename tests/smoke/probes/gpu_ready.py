@@ -99,14 +99,43 @@ def torch_facts():
     return {"torch_loads": mapped, "versions": versions, "arch_flags": arch_flags}
 
 
+def run_child(*args):
+    """This script in a fresh process: (its JSON result, or None when it crashed, and a description)."""
+    child = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
+    if child.returncode != 0:
+        how = f"signal {-child.returncode}" if child.returncode < 0 else f"exit {child.returncode}"
+        return None, f"the process died ({how}): {child.stderr.strip()[-300:]}"
+    return json.loads(child.stdout.strip().splitlines()[-1]), ""
+
+
+def load_errors(paths):
+    """{path: error}: all libraries loaded in one process; one process per library if a broken one kills it."""
+    errors, crash = run_child("load", *paths)
+    if errors is not None:
+        return errors
+    errors = {}
+    for path in paths:
+        alone, crash = run_child("load", path)
+        if alone is None:
+            errors[path] = f"loading it killed the process: {crash}"
+        else:
+            errors.update(alone)
+    return errors
+
+
 def main():
-    if sys.argv[1:] == ["torch"]:
+    if sys.argv[1:2] == ["torch"]:
         print(json.dumps(torch_facts()))
         return
+    if sys.argv[1:2] == ["load"]:
+        print(json.dumps(load_all(sys.argv[2:])))
+        return
     libraries = find_libraries()
-    result = {"libraries": libraries, "load_errors": load_all([p for paths in libraries.values() for p in paths])}
-    child = subprocess.run([sys.executable, __file__, "torch"], capture_output=True, text=True, check=True)
-    result.update(json.loads(child.stdout.strip().splitlines()[-1]))
+    result = {"libraries": libraries, "load_errors": load_errors([p for paths in libraries.values() for p in paths])}
+    facts, crash = run_child("torch")
+    if facts is None:
+        raise SystemExit(f"import torch and reading the CUDA libraries it loads failed: {crash}")
+    result.update(facts)
     print(json.dumps(result))
 
 
