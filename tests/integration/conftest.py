@@ -61,6 +61,19 @@ def run(command: list[str], timeout: float, **kwargs: object) -> subprocess.Comp
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
 
 
+def run_in(api: docker.APIClient, tag: str, command: list[str], *, must_succeed: bool = True) -> tuple[int, str]:
+    """Run a command in a fresh container of `tag`: its exit code and output (the container is removed)."""
+    container = api.create_container(tag, command=command, entrypoint=[])
+    try:
+        api.start(container)
+        status = api.wait(container, timeout=300)["StatusCode"]
+        output = api.logs(container).decode()
+    finally:
+        api.remove_container(container, force=True)
+    assert status == 0 or not must_succeed, f"{command} failed in {tag}: {output}"
+    return status, output
+
+
 def build_py(*args: str, timeout: float = 1500, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return run([sys.executable, str(ROOT / "build.py"), *args], timeout=timeout, env=env)
 

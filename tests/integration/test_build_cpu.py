@@ -9,20 +9,7 @@ import tarfile
 import docker
 import pytest
 
-from .conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild
-
-
-def run_in(api: docker.APIClient, tag: str, command: list[str], *, must_succeed: bool = True) -> tuple[int, str]:
-    """Run a command in a fresh container of `tag`: its exit code and output (the container is removed)."""
-    container = api.create_container(tag, command=command, entrypoint=[])
-    try:
-        api.start(container)
-        status = api.wait(container, timeout=120)["StatusCode"]
-        output = api.logs(container).decode()
-    finally:
-        api.remove_container(container, force=True)
-    assert status == 0 or not must_succeed, f"{command} failed in {tag}: {output}"
-    return status, output
+from .conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, run_in
 
 
 @pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])

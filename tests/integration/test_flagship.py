@@ -12,21 +12,9 @@ import yaml
 
 from torchimages.smoke import NO_GPU, SmokeRunner, Target
 
-from .conftest import NGC_COMPAT, EntryBuild, build_entry, build_py, entry_spec_with, ngc_env
+from .conftest import NGC_COMPAT, EntryBuild, build_entry, build_py, entry_spec_with, ngc_env, run_in
 
 LITERAL_FORMS = {"jupyter": ("jupyter-lab", "jupyter-notebook", "jupyter-server"), "ssh": ("sshd", "usr-sbin-sshd")}
-
-
-def run_in(api: docker.APIClient, tag: str, command: list[str]) -> str:
-    container = api.create_container(tag, command=command, environment={"TORCHIMAGES_NO_DOCTOR": "1"})
-    try:
-        api.start(container)
-        status = api.wait(container, timeout=300)["StatusCode"]
-        output = api.logs(container).decode()
-    finally:
-        api.remove_container(container, force=True)
-    assert status == 0, f"{command} failed in {tag}: {output}"
-    return output.strip()
 
 
 def smoke_records(smoke: tuple) -> dict[str, dict]:
@@ -67,8 +55,8 @@ def test_cuda_images_pass_the_suite_with_the_literal_run_commands(cuda_build: En
 
 
 def test_cuda_image_uses_the_os_python_chosen_while_building(api: docker.APIClient, cuda_build: EntryBuild) -> None:
-    output = run_in(api, cuda_build.tags["base"], ["sh", "-c", "python -c 'import sys; print(sys.base_prefix)'; ls -A /opt/python"])
-    assert output == "/usr", f"the venv is not built on Debian's python3 (base prefix, /opt/python): {output!r}"
+    _, output = run_in(api, cuda_build.tags["base"], ["sh", "-c", "python -c 'import sys; print(sys.base_prefix)'; ls -A /opt/python"])
+    assert output.strip() == "/usr", f"the venv is not built on Debian's python3 (base prefix, /opt/python): {output!r}"
 
 
 def test_cuda_report_gives_size_and_floor(cuda_build: EntryBuild) -> None:
@@ -120,9 +108,9 @@ def test_ngc_versions_are_checked_against_the_declared_ngc_facts(ngc_build: Entr
 
 def test_ngc_torch_is_the_base_images_own(api: docker.APIClient, ngc_build: EntryBuild) -> None:
     """No venv, no second torch: the NGC torch in the system Python is what the image runs, pinned."""
-    output = run_in(api, ngc_build.tags["jupyter"], ["sh", "-c", "command -v python; python -c 'import torch; "
+    _, output = run_in(api, ngc_build.tags["jupyter"], ["sh", "-c", "command -v python; python -c 'import torch; "
                                                     "print(torch.__file__)'; grep -i '^torch==' /etc/pip/torchimages-constraints.txt"])
-    python, torch_file, pin = output.splitlines()
+    python, torch_file, pin = output.strip().splitlines()
     assert python == "/usr/bin/python" and torch_file.startswith("/usr/local/lib/python3"), output
     assert pin.lower() == f"torch=={ngc_build.spec.torch.split('+')[0]}", output
 
