@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -15,13 +16,17 @@ from .errors import UserError
 from .pipeline import BuildJob
 from .report import ImageRecord, Report
 from .smoke import SMOKE_DIR, SmokeResult, SmokeRunner, Target
+from .specs import ImageSpec
+
+
+def expected_of(spec: ImageSpec) -> dict[str, Any]:
+    """What the suite checks an image of `spec` against: its declared versions and the GPU generations claimed."""
+    return {"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl, "python": spec.python,
+            "ngc": spec.ngc, "archs": list(spec.archs)}
 
 
 def target_of(job: BuildJob) -> Target:
-    spec = job.spec
-    return Target(image=job.image, tag=job.tag, variant=job.variant, flavor=spec.flavor,
-                  expected={"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl,
-                            "python": spec.python, "ngc": spec.ngc, "archs": list(spec.archs)})
+    return Target(image=job.image, tag=job.tag, variant=job.variant, flavor=job.spec.flavor, expected=expected_of(job.spec))
 
 
 def test_images(jobs: list[BuildJob], report: Report, console: Console, *, require_gpu: bool) -> list[SmokeResult]:

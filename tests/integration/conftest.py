@@ -21,6 +21,7 @@ import yaml
 
 from torchimages import compat, matrix, specs
 from torchimages.settings import SETTINGS
+from torchimages.smokestage import expected_of
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "torchimages/debian:bookworm-minbase"
@@ -117,9 +118,7 @@ class EntryBuild:
 
     @property
     def expected(self) -> dict:
-        spec = self.spec
-        return {"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl, "python": spec.python,
-                "ngc": spec.ngc, "archs": list(spec.archs)}
+        return expected_of(self.spec)
 
     def record(self, variant: str) -> dict:
         return next(r for r in self.report["images"] if r["variant"] == variant)

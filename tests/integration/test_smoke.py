@@ -35,17 +35,11 @@ def test_gpu_checks_are_skipped_with_their_reason_never_passed(smoke_run: tuple)
 
 def test_require_gpu_turns_skips_into_failures(cpu_build: EntryBuild) -> None:
     job_target = Target(image="base", tag=cpu_build.tags["base"], variant="base", flavor="cpu",
-                        expected=expected_of(cpu_build))
+                        expected=cpu_build.expected)
     result = SmokeRunner(require_gpu=True).run(job_target)
     failed = [c for c in result.checks if c.outcome == "failed"]
     assert failed and all("--require-gpu" in c.message for c in failed), [c.name for c in failed]
     assert result.skipped_no_gpu == 0 and not result.ok
-
-
-def expected_of(cpu_build: EntryBuild) -> dict:
-    spec = cpu_build.spec
-    return {"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl, "python": spec.python,
-            "ngc": spec.ngc}
 
 
 def broken(api: docker.APIClient, dockerfile: str, tag: str) -> str:
@@ -62,7 +56,7 @@ def failures(result: SmokeResult) -> dict[str, str]:
 
 def test_torch_other_than_the_labels_say_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:
     tag = broken(api, f"FROM {cpu_build.tags['base']}\nLABEL io.torchimages.torch=\"2.12.0\"\n", "torchimages-broken:label")
-    result = SmokeRunner().run(Target("broken-label", tag, "base", "cpu", expected_of(cpu_build)))
+    result = SmokeRunner().run(Target("broken-label", tag, "base", "cpu", cpu_build.expected))
     found = failures(result)
     assert list(found) == ["test_versions::test_labels_match_the_image"], found
     assert f"label io.torchimages.torch='2.12.0' but the image has '{cpu_build.spec.torch}'" in next(iter(found.values()))
@@ -74,7 +68,7 @@ def test_ssh_with_password_login_fails(api: docker.APIClient, cpu_build: EntryBu
                   "-e 's/^KbdInteractiveAuthentication no/KbdInteractiveAuthentication yes/' "
                   "/etc/ssh/torchimages_sshd_config && echo 'ml:hunter2' | chpasswd\nUSER 1000:1000\n")
     tag = broken(api, dockerfile, "torchimages-broken:ssh-password")
-    result = SmokeRunner().run(Target("broken-ssh", tag, "ssh", "cpu", expected_of(cpu_build)))
+    result = SmokeRunner().run(Target("broken-ssh", tag, "ssh", "cpu", cpu_build.expected))
     found = failures(result)
     assert {name.split("[")[0] for name in found} == {"test_ssh::test_password_login_is_refused"}, found
     assert len(found) == 3, f"every way of starting sshd must fail: {list(found)}"
@@ -85,7 +79,7 @@ def test_jupyter_without_a_token_fails(api: docker.APIClient, cpu_build: EntryBu
     dockerfile = (f"FROM {cpu_build.tags['jupyter']}\n"
                   'CMD ["jupyter", "lab", "--IdentityProvider.token="]\n')
     tag = broken(api, dockerfile, "torchimages-broken:jupyter-no-token")
-    result = SmokeRunner().run(Target("broken-jupyter", tag, "jupyter", "cpu", expected_of(cpu_build)))
+    result = SmokeRunner().run(Target("broken-jupyter", tag, "jupyter", "cpu", cpu_build.expected))
     found = failures(result)
     names = {name.split("[")[0] for name in found}
     assert names == {"test_jupyter::test_authenticated_endpoint_needs_the_token"}, found
@@ -109,7 +103,7 @@ def test_ssh_image_whose_sshd_command_is_bare_fails(api: docker.APIClient, cpu_b
                   "RUN sed -i 's#^    sshd | /usr/sbin/sshd)$#    no-such-command)#' /usr/local/bin/torchimages-entrypoint\n"
                   "USER 1000:1000\n")
     tag = broken(api, dockerfile, "torchimages-broken:ssh-bare-sshd")
-    result = SmokeRunner().run(Target("broken-sshd", tag, "ssh", "cpu", expected_of(cpu_build)))
+    result = SmokeRunner().run(Target("broken-sshd", tag, "ssh", "cpu", cpu_build.expected))
     assert not result.ok and result.error, result.summary()
     assert "sshd started with sshd (['sshd'])" in result.error, result.error
     assert "sshd re-exec requires execution with an absolute path" in result.error, result.error
