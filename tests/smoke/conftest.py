@@ -22,6 +22,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--facts", required=True, help="JSON file: the image's expected versions and how it runs")
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`server_name` runs a check once per way the runner started the module's SERVICE (facts[SERVICE])."""
+    if "server_name" in metafunc.fixturenames:
+        facts = json.loads(Path(metafunc.config.getoption("--facts")).read_text())
+        metafunc.parametrize("server_name", list(facts[metafunc.module.SERVICE]))
+
+
 @dataclass(frozen=True)
 class Facts:
     raw: dict[str, Any]

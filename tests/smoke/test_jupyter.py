@@ -35,9 +35,12 @@ def started_as(server: dict) -> str:
     return " ".join(server["command"]) if server["command"] else "the default command"
 
 
-@pytest.fixture(params=["default", "jupyter-lab", "jupyter-notebook", "jupyter-server", "generated-token", "user-4242"])
-def server(request: pytest.FixtureRequest, facts: Facts) -> dict[str, Any]:
-    return facts.jupyter[request.param]
+SERVICE = "jupyter"  # one run of each `server` check per form in facts.jupyter (conftest.pytest_generate_tests)
+
+
+@pytest.fixture
+def server(server_name: str, facts: Facts) -> dict[str, Any]:
+    return facts.jupyter[server_name]
 
 
 def test_public_api_answers(server: dict) -> None:

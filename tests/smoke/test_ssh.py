@@ -15,9 +15,12 @@ OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null
            "-o", "LogLevel=ERROR"]
 
 
-@pytest.fixture(params=["default", "sshd", "usr-sbin-sshd"])
-def server(request: pytest.FixtureRequest, facts: Facts) -> dict[str, Any]:
-    return facts.ssh[request.param]
+SERVICE = "ssh"  # one run of each `server` check per form in facts.ssh (conftest.pytest_generate_tests)
+
+
+@pytest.fixture
+def server(server_name: str, facts: Facts) -> dict[str, Any]:
+    return facts.ssh[server_name]
 
 
 def ssh(server: dict, *args: str, user: str | None = None, key: bool = True) -> subprocess.CompletedProcess[str]:
