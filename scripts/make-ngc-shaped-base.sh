@@ -29,8 +29,8 @@ container=$(docker create -v "${wheelhouse}:/wheels:ro" "${from}" bash -euc "
     python -c 'import torch; print(\"NGC_FACTS\", torch.__version__, torch.version.cuda)'
     pip list --format=freeze | grep -E '^nvidia-(cudnn|nccl)-' | sed 's/^/NGC_FACTS /'
 ")
-trap 'docker rm -f "${container}" > /dev/null 2>&1 || true' EXIT
 log=$(mktemp)
+trap 'docker rm -f "${container}" > /dev/null 2>&1 || true; rm -f "${log}"' EXIT
 docker start -a "${container}" > "${log}" 2>&1 || { echo "ngc-shaped base: FAILED; last lines:" >&2; tail -20 "${log}" >&2; exit 1; }
 version=$(sed -n 's/^NGC_FACTS \([^ ]*\) .*/\1/p' "${log}")   # torch.__version__, as NGC's PYTORCH_VERSION holds it
 cudnn=$(sed -n 's/^NGC_FACTS nvidia-cudnn-[a-z0-9]*==//p' "${log}")
@@ -40,6 +40,5 @@ docker commit \
     --change "LABEL org.opencontainers.image.title=\"NGC-shaped base for tests (torch ${torch}, release ${release})\"" \
     --change 'CMD ["/bin/bash"]' \
     "${container}" "${image}" > /dev/null
-rm -f "${log}"
 echo "ngc-shaped base: ${image} made FROM ${from}: torch ${version}, cuDNN ${cudnn}, NCCL ${nccl}," \
      "$(docker image inspect -f '{{.Size}}' "${image}") bytes, $(( $(date +%s) - started )) s"
