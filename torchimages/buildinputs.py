@@ -33,7 +33,7 @@ class BuildInputs:
 
     def check(self) -> None:
         """Refuse inputs that cannot work or would leak, before anything is built."""
-        if self.apt_mirror and urlsplit(self.apt_mirror).password is not None:
+        if self.apt_mirror and "@" in urlsplit(self.apt_mirror).netloc:  # user, password or token
             raise UserError("--apt-mirror must not contain credentials: apt runs in the final image's build stage, "
                             "whose arguments Docker records; use an authenticating proxy (HTTP_PROXY) instead")
         if self.ca_bundle and not self.ca_bundle.is_file():

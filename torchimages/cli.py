@@ -21,6 +21,7 @@ from .errors import UserError
 from .matrix import FLAVORS, VARIANTS
 from .publishstage import PushOptions, push_report
 from .report import Report
+from .settings import ROOT_ENV, SETTINGS, is_checkout
 from .smoke import SmokeRunner
 from .specs import Plan, resolve
 
@@ -52,13 +53,18 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view."),
         click.option("--report", type=click.Path(path_type=Path), help="Report JSON path [reports/RELEASE/build-report.json]."),
         click.option("--logs", type=click.Path(path_type=Path), help="Folder of per-image logs [logs/RELEASE]."),
-        click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False), help="Local wheels for pip."),
-        click.option("--offline", is_flag=True, help="pip installs only from --wheelhouse."),
-        click.option("--pip-index-url", help="Package index for pip (a mirror)."),
-        click.option("--torch-index-url", help="Replaces the torch wheel index (download.pytorch.org/whl/cuXYZ)."),
-        click.option("--apt-mirror", help="Replaces scheme and host of every apt source during the build."),
-        click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False), help="Extra CA bundle trusted during builds."),
-        click.option("--base-image", help="Build the base images FROM this image (a mirrored or locally made base)."),
+        click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False), envvar="TORCHIMAGES_WHEELHOUSE",
+                     help="Local wheels for pip."),
+        click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="pip installs only from --wheelhouse."),
+        click.option("--pip-index-url", envvar="TORCHIMAGES_PIP_INDEX_URL", help="Package index for pip (a mirror)."),
+        click.option("--torch-index-url", envvar="TORCHIMAGES_TORCH_INDEX_URL",
+                     help="Replaces the torch wheel index (download.pytorch.org/whl/cuXYZ)."),
+        click.option("--apt-mirror", envvar="TORCHIMAGES_APT_MIRROR",
+                     help="Replaces scheme and host of every apt source during the build."),
+        click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False), envvar="TORCHIMAGES_CA_BUNDLE",
+                     help="Extra CA bundle trusted during builds."),
+        click.option("--base-image", envvar="TORCHIMAGES_BASE_IMAGE",
+                     help="Build the base images FROM this image (a mirrored or locally made base)."),
         click.option("--require-gpu", is_flag=True, help="Smoke suite: fail, instead of skip, GPU checks without a GPU."),
         *push_option_list(),
     ]
@@ -371,6 +377,9 @@ def rows_table(rows: list[dict[str, str | None]]) -> Table:
 def run() -> None:
     """Entry point: user errors exit 2 with their messages, never a traceback."""
     try:
+        if not is_checkout(SETTINGS.root) and not {"-h", "--help"} & set(sys.argv[1:]):
+            raise UserError(f"{SETTINGS.root} is not a torchimages checkout (no templates/Dockerfile.j2 and tests/smoke): "
+                            f"run torchimages in the project's checkout, or set {ROOT_ENV} to it")
         main.main(standalone_mode=False)
     except UserError as exc:
         for problem in exc.problems:

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT_ENV = "TORCHIMAGES_ROOT"
+
+
+def project_root() -> Path:
+    """The checkout the tool works in. templates/, tests/smoke and benchmarks/probes live there, not in the
+    package, so an installed `torchimages` (pip install .) works in the checkout it is run from."""
+    if os.environ.get(ROOT_ENV):
+        return Path(os.environ[ROOT_ENV]).resolve()
+    source = Path(__file__).resolve().parents[1]
+    return source if is_checkout(source) else Path.cwd().resolve()
+
+
+def is_checkout(folder: Path) -> bool:
+    return (folder / "templates" / "Dockerfile.j2").is_file() and (folder / "tests" / "smoke").is_dir()
+
+
+ROOT = project_root()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import docker
 import pytest
+import requests
 import yaml
 
 from torchimages import compat, matrix, specs
@@ -115,6 +118,7 @@ class EntryBuild:
     tags: dict[str, str]  # variant -> tag
     matrix: Path
     env: dict[str, str]
+    options: tuple[str, ...] = ()  # the build inputs it was built with: the same ones rebuild it from the cache
 
     @property
     def expected(self) -> dict:
@@ -138,7 +142,7 @@ def build_entry(spec: specs.ImageSpec, out: Path, *options: str, matrix_file: Pa
     report = json.loads((out / "report.json").read_text())
     tags = {r["variant"]: r["tag"] for r in report["images"]}
     return EntryBuild(spec=spec, result=result, report=report, report_path=out / "report.json", tags=tags,
-                      matrix=matrix_file, env=env)
+                      matrix=matrix_file, env=env, options=options)
 
 
 def smoke_test(build: EntryBuild, folder: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
@@ -228,3 +232,34 @@ def entry_spec_with(matrix_file: Path, extra_compat: Path) -> specs.ImageSpec:
 @pytest.fixture(scope="session")
 def ngc_smoke(ngc_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
     return smoke_test(ngc_build, tmp_path_factory.mktemp("ngc-smoke"))
+
+
+# --- a private registry: Debian's docker-registry with htpasswd and TLS on 127.0.0.1 -----------------
+
+@dataclass(frozen=True)
+class Registry:
+    host: str
+    user: str
+    password: str
+    folder: Path
+
+    @property
+    def pid(self) -> int:
+        return int((self.folder / "registry.pid").read_text())
+
+    def catalog(self) -> list[str]:
+        response = requests.get(f"https://{self.host}/v2/_catalog", auth=(self.user, self.password),
+                                verify=str(self.folder / "ca.crt"), timeout=10)
+        return response.json()["repositories"]
+
+
+def start_registry(folder: Path) -> Registry:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    password = secrets.token_hex(12)
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "start-registry.sh"), str(folder), str(port), "ci"],
+                            env=dict(os.environ, REGISTRY_PASSWORD=password), capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return Registry(f"127.0.0.1:{port}", "ci", password, folder)

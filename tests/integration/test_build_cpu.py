@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import subprocess
 import tarfile
+from dataclasses import dataclass, field
 
 import docker
 import pytest
@@ -66,13 +67,25 @@ def test_no_secret_in_history_or_layers(api: docker.APIClient, cpu_build: EntryB
                              check=True).stdout
     for secret in (SECRET_TOKEN, SECRET_PROXY_PASSWORD):
         assert secret not in history, f"{secret} in docker history of {tag}"
-    found = scan_layers(api, tag, (SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode()))
-    assert found == [], f"secrets in exported layers of {tag}: {found}"
+    scan = scan_layers(api, tag, (SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode()))
+    layers = set(api.inspect_image(tag)["RootFS"]["Layers"])
+    assert scan.layers == len(layers), f"scanned {scan.layers} of the {len(layers)} layers of {tag}"
+    assert scan.configs == 1 and any(name.endswith("/site-packages/torch/__init__.py") for name in scan.files), (
+        "the scan did not read the image config and the files torch installed")
+    assert scan.found == [], f"secrets in exported layers of {tag}: {scan.found}"
 
 
-def scan_layers(api: docker.APIClient, tag: str, secrets: tuple[bytes, ...]) -> list[str]:
+@dataclass
+class Scan:
+    found: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    layers: int = 0
+    configs: int = 0
+
+
+def scan_layers(api: docker.APIClient, tag: str, secrets: tuple[bytes, ...]) -> Scan:
     """Every file of every exported layer (and the image config), searched for the secrets."""
-    found = []
+    scan = Scan()
     image = io.BytesIO(b"".join(api.get_image(tag)))
     with tarfile.open(fileobj=image) as outer:
         for member in outer.getmembers():
@@ -80,11 +93,14 @@ def scan_layers(api: docker.APIClient, tag: str, secrets: tuple[bytes, ...]) -> 
                 continue
             data = outer.extractfile(member).read()
             if member.name.endswith("layer.tar") or data[:262][257:262] == b"ustar":
+                scan.layers += 1
                 with tarfile.open(fileobj=io.BytesIO(data)) as layer:
                     for entry in layer.getmembers():
                         if entry.isfile():
                             content = layer.extractfile(entry).read()
-                            found += [f"{member.name}:{entry.name}" for s in secrets if s in content]
+                            scan.files.append(entry.name)
+                            scan.found += [f"{member.name}:{entry.name}" for s in secrets if s in content]
             else:
-                found += [member.name for s in secrets if s in data]
-    return found
+                scan.configs += member.name.endswith(".json") and b'"rootfs"' in data
+                scan.found += [member.name for s in secrets if s in data]
+    return scan

@@ -13,8 +13,9 @@ import uuid
 from pathlib import Path
 
 import docker
+import pytest
 
-from .conftest import ROOT, build_py
+from .conftest import RELEASE, ROOT, EntryBuild, build_py
 
 CPU_MATRIX = """\
 registry: registry.example.com/ml/failures
@@ -52,7 +53,7 @@ def test_wrong_base_image(api: docker.APIClient, tmp_path: Path) -> None:
 
 
 def test_failing_run_step(api: docker.APIClient, base_image: str, tmp_path: Path) -> None:
-    matrix_file, images = render(tmp_path, "bad-apt", "    apt: [no-such-package-torchimages]\n")
+    matrix_file, images = render(tmp_path, "bad-apt", "    apt: [no-such-package-torchimages]\n    variants: [jupyter, ssh]\n")
     result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
                       "--base-image", base_image, "--report", str(tmp_path / "r.json"), "--logs", str(tmp_path / "logs"),
                       timeout=600)
@@ -68,6 +69,12 @@ def test_failing_run_step(api: docker.APIClient, base_image: str, tmp_path: Path
     assert 0 < len(tail) <= 20
     assert not any(t for t in docker.APIClient().images(name="registry.example.com/ml/failures")
                    if "registry.example.com/ml/failures:fail-bad-apt" in (t.get("RepoTags") or []))
+    # A failed base stops its variants: they are not started, and say why.
+    records = {r["image"]: r for r in json.loads((tmp_path / "r.json").read_text())["images"]}
+    for variant in ("bad-apt-jupyter", "bad-apt-ssh"):
+        assert records[variant]["result"] == "skipped", records[variant]
+        assert records[variant]["error"] == "its base bad-apt was not built", records[variant]
+        assert f"{variant} started" not in result.stdout + result.stderr
 
 
 def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
@@ -79,7 +86,9 @@ def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
     assert "scripts/start-engine.sh" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_sigterm_stops_the_build_and_leaves_no_tag(api: docker.APIClient, base_image: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stop_signal_stops_the_build_and_leaves_no_tag(api: docker.APIClient, base_image: str, tmp_path: Path,
+                                                        stop: signal.Signals) -> None:
     name = f"cancel-{uuid.uuid4().hex[:8]}"
     matrix_file, images = render(tmp_path, name)
     containers_before = {c["Id"] for c in api.containers(all=True)}
@@ -93,7 +102,7 @@ def test_sigterm_stops_the_build_and_leaves_no_tag(api: docker.APIClient, base_i
         lines.append(line)
         if " step " in line and "APT_MIRROR" in line:  # the apt step is running
             time.sleep(2)
-            process.send_signal(signal.SIGTERM)
+            process.send_signal(stop)  # Ctrl-C in a terminal sends SIGINT to the process group
             break
     output = "".join(lines) + process.communicate(timeout=120)[0]
     assert process.returncode == 130, output
@@ -103,3 +112,26 @@ def test_sigterm_stops_the_build_and_leaves_no_tag(api: docker.APIClient, base_i
     time.sleep(1)
     left = {c["Id"] for c in api.containers(all=True)} - containers_before
     assert left == set(), f"intermediate containers left behind: {left}"
+
+
+def test_jobs_2_builds_variants_side_by_side_after_their_base(cpu_build: EntryBuild) -> None:
+    """--jobs 2: neither variant starts before its base is built; then both run at once."""
+    out = cpu_build.report_path.parent
+    result = build_py("build", "--matrix", str(cpu_build.matrix), "--tag", RELEASE, "--images", str(out / "images"),
+                      "--only", f"{cpu_build.spec.name}*", "--plain", "--jobs", "2", *cpu_build.options,
+                      "--report", str(out / "jobs2.json"), "--logs", str(out / "jobs2-logs"), env=cpu_build.env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    at = event_times(result.stdout + result.stderr)
+    base, jupyter, ssh = cpu_build.spec.name, f"{cpu_build.spec.name}-jupyter", f"{cpu_build.spec.name}-ssh"
+    for variant in (jupyter, ssh):
+        assert at[(variant, "started")] >= at[(base, "built")], f"{variant} started before its base was built"
+    first, second = sorted((jupyter, ssh), key=lambda image: at[(image, "started")])
+    assert at[(second, "started")] <= at[(first, "built")], "with --jobs 2 the variants did not build side by side"
+
+
+def event_times(output: str) -> dict[tuple[str, str], float]:
+    """(image, event) -> seconds since the build began, from the --plain lines ("HH:MM:SS +  12.3s IMAGE EVENT ...")."""
+    found = {}
+    for match in re.finditer(r"^\S+ \+\s*([\d.]+)s (\S+) (started|built|failed|skipped)\b", output, re.M):
+        found.setdefault((match.group(2), match.group(3)), float(match.group(1)))
+    return found

@@ -5,52 +5,19 @@ from __future__ import annotations
 import copy
 import json
 import os
-import secrets
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker
 import pytest
-import requests
 
 from torchimages import publish
 from torchimages.report import Report
 
-from .conftest import RELEASE, ROOT, EntryBuild, build_py
-
-
-@dataclass(frozen=True)
-class Registry:
-    host: str
-    user: str
-    password: str
-    folder: Path
-
-    @property
-    def pid(self) -> int:
-        return int((self.folder / "registry.pid").read_text())
-
-    def catalog(self) -> list[str]:
-        response = requests.get(f"https://{self.host}/v2/_catalog", auth=(self.user, self.password),
-                                verify=str(self.folder / "ca.crt"), timeout=10)
-        return response.json()["repositories"]
-
-
-def start_registry(folder: Path) -> Registry:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    password = secrets.token_hex(12)
-    result = subprocess.run(["bash", str(ROOT / "scripts" / "start-registry.sh"), str(folder), str(port), "ci"],
-                            env=dict(os.environ, REGISTRY_PASSWORD=password), capture_output=True, text=True,
-                            timeout=120, check=False)
-    assert result.returncode == 0, result.stderr
-    return Registry(f"127.0.0.1:{port}", "ci", password, folder)
+from .conftest import RELEASE, ROOT, EntryBuild, Registry, build_py, start_registry
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +111,8 @@ def test_release_tags_are_immutable(api: docker.APIClient, registry: Registry, t
     publisher = publish.Publisher(api, f"{registry.host}/ml/immutable", ca=registry.folder / "ca.crt",
                                   credentials=publish.Credentials(registry.user, registry.password), say=lambda _: None)
     first = Report(report.release, report.matrix, images=[copy.deepcopy(base)])
-    assert publisher.publish(first)[0].error is None
+    [published] = publisher.publish(first)
+    assert published.error is None and published.digest
     # Another image under the same release tag:
     impostor = copy.deepcopy(other)
     impostor.variant, impostor.tag = "base", f"localhost/impostor:{base.tag.rsplit(':', 1)[1]}"
@@ -153,7 +121,11 @@ def test_release_tags_are_immutable(api: docker.APIClient, registry: Registry, t
     assert refused.error and "release tags are immutable" in refused.error and not refused.pushed
     publisher.force = True
     forced = publisher.publish(Report(report.release, report.matrix, images=[copy.deepcopy(impostor)]))[0]
-    assert (forced.error is None and forced.pushed and forced.digest != publisher.publish(first)[0].digest) or True
+    assert forced.error is None and forced.pushed and forced.digest and forced.digest != published.digest, forced
+    client = publish.RegistryClient(registry.host, username=registry.user, password=registry.password,
+                                    ca=registry.folder / "ca.crt")
+    remote = client.tag("ml/immutable", base.tag.rsplit(":", 1)[1])
+    assert remote is not None and remote.digest == forced.digest, "--force did not move the release tag"
 
 
 def test_only_images_that_passed_smoke_are_pushed(api: docker.APIClient, registry: Registry, tested_report: Path) -> None:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import docker
 
 from torchimages.smoke import NO_GPU, SmokeResult, SmokeRunner, Target
-from torchimages.smokestage import target_of
 
-from .conftest import CPU_GLOB, RELEASE, EntryBuild
+from .conftest import EntryBuild
 
 
 def test_cpu_images_pass_every_non_gpu_check(smoke_run: tuple) -> None:
@@ -84,17 +82,6 @@ def test_jupyter_without_a_token_fails(api: docker.APIClient, cpu_build: EntryBu
     names = {name.split("[")[0] for name in found}
     assert names == {"test_jupyter::test_authenticated_endpoint_needs_the_token"}, found
     assert all("authentication is off" in message for message in found.values())
-
-
-def test_target_of_uses_the_matrix_entry(cpu_build: EntryBuild) -> None:
-    from torchimages import matrix, specs
-    from torchimages.pipeline import plan_jobs
-
-    from .conftest import ROOT
-
-    plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
-    job = plan_jobs(plan, RELEASE, Path("images"), only=(CPU_GLOB,))[0]
-    assert target_of(job).expected["torch"] == cpu_build.spec.torch
 
 
 def test_ssh_image_whose_sshd_command_is_bare_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:

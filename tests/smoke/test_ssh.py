@@ -8,8 +8,9 @@ import subprocess
 from typing import Any
 
 import pytest
+import testinfra
 
-from .conftest import Facts
+from .conftest import Facts, run
 
 OPTIONS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10",
            "-o", "LogLevel=ERROR"]
@@ -58,6 +59,14 @@ def advertised_methods(result: subprocess.CompletedProcess[str]) -> set[str]:
     return set(match.group(1).split(",")) if match else set()
 
 
+def effective_config(server: dict) -> dict[str, str]:
+    """sshd's own reading of the configuration start-sshd wrote (`sshd -T`), in the running container."""
+    host = testinfra.get_host(f"docker://{server['container']}")
+    result = run(host, "sh -c '/usr/sbin/sshd -T -f \"$HOME/.sshd/sshd_config\"'")
+    assert result.rc == 0, f"sshd -T failed: {result.stderr}"
+    return dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
+
+
 def test_password_login_is_refused(server: dict) -> None:
     result = ssh(server, "-o", "BatchMode=yes", "-o", "PubkeyAuthentication=no",
                  "-o", "PreferredAuthentications=password,keyboard-interactive", "true", key=False)
@@ -65,8 +74,13 @@ def test_password_login_is_refused(server: dict) -> None:
     methods = advertised_methods(result)
     assert methods and not methods & {"password", "keyboard-interactive"}, (
         f"sshd offers {sorted(methods) or result.stderr!r}: password login must be off (PasswordAuthentication no)")
+    config = effective_config(server)
+    assert (config["passwordauthentication"], config["kbdinteractiveauthentication"]) == ("no", "no"), config
 
 
 def test_root_login_is_refused(server: dict) -> None:
     result = ssh(server, "-o", "BatchMode=yes", "id -u", user="root")
     assert result.returncode != 0 and result.stdout.strip() != "0", "root logged in over ssh"
+    # An unprivileged sshd could not log root in anyway: the configuration must refuse it too, for the day
+    # someone runs the image as root.
+    assert effective_config(server)["permitrootlogin"] == "no", "sshd's configuration permits root logins"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from torchimages import compat
+import yaml
+
+from torchimages import compat, matrix, render, specs
+
+from .conftest import ROOT
 
 DATA = compat.load()
 
@@ -54,3 +58,24 @@ def test_unconfirmed_marks_survive_import() -> None:
     release = DATA.ngc_release("26.03")
     assert "cudnn" in release.unconfirmed
     assert "nccl" in DATA.torch_release("2.3.1").build_for("11.8").unconfirmed
+
+
+def test_driver_labels_are_the_recorded_facts() -> None:
+    """min-driver and min-driver-minor-compat, as rendered for matrix.yaml's images, against compat.yaml read raw."""
+    raw = yaml.safe_load((ROOT / "torchimages" / "data" / "compat.yaml").read_text())["cuda_min_driver"]
+    plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
+    checked = 0
+    for spec in plan.specs:
+        for variant in ("base", *spec.variants):
+            found = render.labels(plan, spec, "v1", variant)
+            if spec.flavor == "cpu":
+                assert (found["io.torchimages.min-driver"], found["io.torchimages.min-driver-minor-compat"]) == ("none", "none")
+                continue
+            # The toolkit of the base image; a patch the driver table lacks takes its newest recorded X.Y patch.
+            toolkit = spec.cuda_image if spec.cuda_image in raw["toolkit"] else max(
+                (v for v in raw["toolkit"] if v.startswith(f"{spec.cuda}.")), key=lambda v: [int(p) for p in v.split(".")])
+            assert found["io.torchimages.min-driver"] == raw["toolkit"][toolkit], (spec.name, variant)
+            family = raw["minor_version_compat_family"][spec.cuda.split(".")[0]]
+            assert found["io.torchimages.min-driver-minor-compat"] == family, (spec.name, variant)
+            checked += 1
+    assert checked >= 6

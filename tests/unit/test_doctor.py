@@ -7,6 +7,10 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
+from torchimages import matrix, render, specs
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -44,5 +48,22 @@ def test_forward_compatibility_only_on_data_center_gpus() -> None:
     assert without_package.startswith("driver 535 is older than the 580 this image needs")
 
 
-def test_cpu_image_has_no_driver_rule() -> None:
-    assert doctor().driver_problems("535.1", {"flavor": "cpu", "min_driver": None}, [], False) == []
+def rendered_image_json(name: str) -> dict:
+    """The image.json that render writes into an entry of matrix.yaml (what image-doctor reads in the image)."""
+    plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
+    spec = next(s for s in plan.specs if s.name.startswith(name))
+    return render.image_facts(spec, "v2.7")
+
+
+def test_cpu_image_has_no_gpu_or_driver_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = doctor()
+    monkeypatch.setattr(module, "shm_megabytes", lambda: 16384)
+    monkeypatch.setattr(module, "nvidia_smi", lambda: [])
+    cpu, cuda = rendered_image_json("torch2.13.0-cpu"), rendered_image_json("torch2.3.1-cu121")
+    monkeypatch.setattr(module, "proc_driver", lambda: None)  # no GPU given to the container
+    assert module.startup_problems(cpu)[0] == []
+    assert module.startup_problems(cuda)[0] == ["no GPU is visible: start the container with --gpus all"]
+    monkeypatch.setattr(module, "proc_driver", lambda: "390.48")  # a host with an ancient driver
+    assert module.startup_problems(cpu)[0] == []
+    [too_old] = module.startup_problems(cuda)[0]
+    assert too_old.startswith("driver 390 is older than the 530 this image needs"), too_old

@@ -13,7 +13,8 @@ gpu_ready = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu_ready)
 
 
-@pytest.mark.parametrize(("code", "version"), [(8902, "8.9.2"), (8700, "8.7.0"), (90100, "9.1.0"), (92000, "9.20.0")])
+@pytest.mark.parametrize(("code", "version"), [(8902, "8.9.2"), (8700, "8.7.0"), (8600, "8.6.0"), (90100, "9.1.0"), (91002, "9.10.2"),
+                                               (92000, "9.20.0"), (90701, "9.7.1")])
 def test_cudnn_versions_decode_for_8_and_9(code: int, version: str) -> None:
     assert gpu_ready.decode_cudnn(code) == version
 

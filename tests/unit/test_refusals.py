@@ -143,3 +143,38 @@ def test_all_problems_are_reported_at_once() -> None:
     problems = problems_of(HEAD + '  - {flavor: cuda, torch: "2.3.1", cuda: "12.4", python: "3.11"}\n'
                                   '  - {flavor: cpu, torch: "9.9", python: "3.11"}\n')
     assert len(problems) == 2
+
+
+@pytest.mark.parametrize("requirement", ["torch", "torchvision", "torchaudio==2.4.0"])
+def test_ngc_entry_replacing_its_torch_stack_is_refused(requirement: str) -> None:
+    message = only(problems_of(HEAD + f'  - {{flavor: ngc, ngc: "24.05", pip: ["{requirement}"]}}\n'))
+    assert message == ("matrix.yaml:3: images[0]: field 'pip': NGC 24.05 ships its own torch build; replacing torch or its "
+                       "domain libraries breaks it"), message
+
+
+@pytest.mark.parametrize("name", ["My_Image", "-leading-dash", "a/b", "x" * 81, "space d"])
+def test_image_name_outside_the_pattern_is_refused(name: str) -> None:
+    message = only(problems_of(HEAD + f'  - {{flavor: cpu, torch: "2.13.0", python: "3.11", name: "{name}"}}\n'))
+    assert f"field 'name': '{name}' is not a valid image name" in message, message
+
+
+@pytest.mark.parametrize("name", ["a", "team.pytorch_2-3", "x" * 80])
+def test_image_name_inside_the_pattern_is_accepted(name: str) -> None:
+    assert plan_of(HEAD + f'  - {{flavor: cpu, torch: "2.13.0", python: "3.11", name: "{name}"}}\n').specs[0].name == name
+
+
+def test_torchvision_pinned_to_another_release_is_refused() -> None:
+    message = only(problems_of(HEAD + '  - {flavor: cuda, torch: "2.3.1", cuda: "12.1", python: "3.11", '
+                                      'pip: ["torchvision==0.17.0"]}\n'))
+    assert "field 'pip': torchvision for torch 2.3.1 is 0.18.1; write plain 'torchvision' (pinned for you)" in message
+
+
+def test_cuda_entry_with_an_ngc_field_is_refused() -> None:
+    message = only(problems_of(HEAD + '  - {flavor: cuda, torch: "2.3.1", cuda: "12.1", python: "3.11", ngc: "24.05"}\n'))
+    assert "field 'ngc': not allowed here: a cuda image gets its versions from torch wheels" in message, message
+
+
+def test_cuda_version_with_no_recorded_nvidia_cuda_image_is_refused() -> None:
+    message = only(problems_of(HEAD + '  - {flavor: cuda, torch: "2.3.1", cuda: "12.1.7", python: "3.11"}\n'))
+    assert "field 'cuda': no nvidia/cuda image is recorded for CUDA 12.1.7; known: " in message
+    assert "12.1.1" in message.split("known: ")[1].split(", "), "the message lists the recorded images to choose from"

@@ -4,15 +4,7 @@ import json
 import platform
 
 import torch
-
-
-def decode_cudnn(value):
-    """torch.backends.cudnn.version(): 8.x is major*1000+minor*100+patch, 9.x is major*10000+minor*100+patch."""
-    if value is None:
-        return None
-    if value >= 10000:
-        return f"{value // 10000}.{value // 100 % 100}.{value % 100}"
-    return f"{value // 1000}.{value // 100 % 10}.{value % 100}"
+from gpu_ready import decode_cudnn  # one decoder for both probes (they are copied side by side)
 
 
 def nccl_version():
@@ -29,6 +21,6 @@ print(json.dumps({
     "python": platform.python_version(),
     "torch": torch.__version__,
     "cuda": torch.version.cuda,
-    "cudnn": decode_cudnn(torch.backends.cudnn.version()) if torch.version.cuda else None,
+    "cudnn": decode_cudnn(torch.backends.cudnn.version()) if torch.version.cuda and torch.backends.cudnn.version() else None,
     "nccl": nccl_version(),
 }))

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""What the unit tests catch: apply one small, plausible bug at a time to a copy of the working tree (the
+validation, compat lookups, publishing rules, build inputs and templates), run tests/unit there, and print
+which bugs no test noticed. Prints numbers; asserts nothing.
+
+    .venv/bin/python benchmarks/mutations.py [--jobs N] [--only TEXT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    path: str
+    before: str
+    after: str
+    what: str
+
+
+MUTATIONS = [
+    # validation (specs.py)
+    Mutation("torchimages/specs.py", 'NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")',
+             'NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/ -]{0,99}$")', "image-name pattern loosened"),
+    Mutation("torchimages/specs.py", 'if self.entry.get("pip") and any(_pip_name(p) in ("torch", *DOMAIN_LIBS)',
+             'if False and any(_pip_name(p) in ("torch", *DOMAIN_LIBS)', "torch in an NGC entry's pip accepted"),
+    Mutation("torchimages/specs.py", 'elif requirement.strip() not in (name, f"{name}=={paired}"):', "elif False:",
+             "a wrongly pinned torchvision accepted"),
+    Mutation("torchimages/specs.py", '            if name == "torch":\n', "            if False:\n",
+             "torch in a cuda/cpu entry's pip accepted"),
+    Mutation("torchimages/specs.py", 'self.forbid("a cuda image gets its versions from torch wheels, not an NGC release", "ngc")',
+             "pass", "a cuda entry with an ngc field accepted"),
+    Mutation("torchimages/specs.py", "elif not matches(wanted, build.cudnn):", "elif False:", "another cuDNN accepted"),
+    Mutation("torchimages/specs.py", "        if python in release.python:\n", "        if True:\n",
+             "a Python without wheels accepted"),
+    Mutation("torchimages/specs.py", '"min_driver_compat": self.data.family_min_driver(build.cuda)',
+             '"min_driver_compat": self.data.min_driver(build.cuda)', "min-driver-minor-compat from the wrong table"),
+    # compat data lookups (compat.py)
+    Mutation("torchimages/compat.py", "exact = max(found, key=version_key, default=None)",
+             "exact = min(found, key=version_key, default=None)", "min driver of the oldest patch, not the newest"),
+    Mutation("torchimages/compat.py", 'return self.family_driver.get(cuda.split(".", maxsplit=1)[0])',
+             'return self.family_driver.get("12")', "minor-version-compat family fixed to CUDA 12"),
+    # labels (render.py)
+    Mutation("torchimages/render.py", 'f"{prefix}.min-driver-minor-compat": spec.min_driver_compat or "none"',
+             'f"{prefix}.min-driver-minor-compat": spec.min_driver or "none"', "wrong min-driver-minor-compat label"),
+    # publishing (publish.py)
+    Mutation("torchimages/publish.py", "force: bool = False, retries: int = 3, backoff: float = 1.0,",
+             "force: bool = False, retries: int = 0, backoff: float = 1.0,", "default retries 0"),
+    Mutation("torchimages/publish.py", "                delay *= 2\n", "                delay *= 1\n", "no exponential backoff"),
+    Mutation("torchimages/publish.py", "return not any(marker in lowered for marker in DENIED) and ",
+             "return ", "denied errors retried as transient"),
+    Mutation("torchimages/publish.py", "entry = auths.get(host) or auths.get(f\"https://{host}\") or {}",
+             "entry = auths.get(f\"https://{host}\") or {}", "docker config credentials by plain host ignored"),
+    Mutation("torchimages/publishstage.py", 'sys.stdin.readline().rstrip("\\n") if self.password_stdin else ',
+             "", "--password-stdin ignored"),
+    # build inputs (buildinputs.py)
+    Mutation("torchimages/buildinputs.py", "if self.apt_mirror and \"@\" in urlsplit(self.apt_mirror).netloc:",
+             "if False:", "--apt-mirror with credentials accepted"),
+    Mutation("torchimages/buildinputs.py", r'^(torch|triton|nvidia_[a-z0-9_]+|cuda_[a-z0-9_]+)-',
+             r'^(torch|nvidia_[a-z0-9_]+)-', "triton and cuda_* wheels sent to variants"),
+    Mutation("torchimages/buildinputs.py", "if installs_torch or not TORCH_STACK_WHEEL.match(wheel.name):", "if True:",
+             "torch wheels sent to every build"),
+    Mutation("torchimages/buildinputs.py", '            args["OFFLINE"] = "1"\n', "            pass\n",
+             "--offline not passed to the build"),
+    # templates and the files they copy
+    Mutation("templates/partials/base-wheels.j2", "grep -iE '^(torch|torchvision|", "grep -iE '^(torchvision|",
+             "constraint file without torch"),
+    Mutation("templates/partials/base-wheels.j2", "sys.exit(0 if got == want else", "sys.exit(0 if True else",
+             "torch built for another CUDA accepted"),
+    Mutation("templates/files/jupyter_server_config.py", 'os.environ["JUPYTER_TOKEN"] = secrets.token_hex(24)',
+             'os.environ["JUPYTER_TOKEN"] = ""', "Jupyter without a token"),
+    Mutation("templates/files/jupyter_server_config.py", "c.ServerApp.allow_root = False", "c.ServerApp.allow_root = True",
+             "Jupyter allowed to run as root"),
+    Mutation("templates/files/sshd_config", "PasswordAuthentication no", "PasswordAuthentication yes",
+             "sshd password login on"),
+    Mutation("templates/files/sshd_config", "PermitRootLogin no", "PermitRootLogin yes", "sshd root login on"),
+    Mutation("templates/files/image-doctor", 'needs_gpu = image.get("flavor") in ("cuda", "ngc")', "needs_gpu = True",
+             "image-doctor wants a GPU for cpu images"),
+]
+
+
+def copy_tree(target: Path) -> None:
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target / name)
+
+
+def run_one(mutation: Mutation, timeout: float) -> tuple[Mutation, str, float]:
+    """'killed' (a test failed), 'survived' (all passed), or why the mutation could not be applied."""
+    with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
+        tree = Path(tmp)
+        copy_tree(tree)
+        path = tree / mutation.path
+        text = path.read_text()
+        if text.count(mutation.before) != 1:
+            return mutation, f"not applied ({text.count(mutation.before)} matches: update benchmarks/mutations.py)", 0.0
+        path.write_text(text.replace(mutation.before, mutation.after))
+        started = time.monotonic()
+        env = {**os.environ, "TORCHIMAGES_ROOT": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            result = subprocess.run([sys.executable, "-m", "pytest", "tests/unit", "-x", "-q", "-p", "no:cacheprovider"],
+                                    cwd=tree, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return mutation, "killed (timeout)", time.monotonic() - started
+        outcome = {0: "survived", 1: "killed"}.get(result.returncode, f"error (pytest exit {result.returncode})")
+        return mutation, outcome, time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--only", help="run the mutations whose description or file contains TEXT")
+    parser.add_argument("--timeout", type=float, default=600)
+    args = parser.parse_args()
+    chosen = [m for m in MUTATIONS if not args.only or args.only in m.what or args.only in m.path]
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(lambda m: run_one(m, args.timeout), chosen))
+    for mutation, outcome, seconds in results:
+        print(f"{outcome:9.9s} {seconds:5.1f}s  {mutation.path}: {mutation.what}")
+    killed = sum(outcome.startswith("killed") for _, outcome, _ in results)
+    broken = [m for m, outcome, _ in results if not outcome.startswith(("killed", "survived"))]
+    print(f"\nmutation score: {killed}/{len(results)} killed by tests/unit ({100 * killed / max(1, len(results)):.0f}%); "
+          f"{len(broken)} not applied; {time.monotonic() - started:.0f} s")
+    for mutation in broken:
+        print(f"  not applied: {mutation.path}: {mutation.what}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The workflows' own steps, run here: ci.yml and release.yml, every `run:` step in order, each job in a fresh
+copy of the working tree with a fresh venv (made by the workflow's own Install step), on this machine's
+engine. Substituted: the GitHub contexts and secrets (the local registry with htpasswd and TLS), the job
+matrix (the CPU entry), `--require-gpu` (no GPU here) and the four actions (tests/integration/workflows.py
+says what stands in for each). The runner's environment gives the build inputs a machine without a
+registry needs (TORCHIMAGES_BASE_IMAGE, TORCHIMAGES_WHEELHOUSE, TORCHIMAGES_OFFLINE); the steps' text is
+not changed otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from torchimages import publish
+
+from .conftest import CPU_ENTRY, ROOT, Registry, start_registry
+from .workflows import ACTIONS, Runner, WorkflowRun
+
+RELEASE = "v0.1-wf"  # a release tag of its own: the workflows' images never replace the other tests'
+WORKFLOWS = ROOT / ".github" / "workflows"
+
+
+def runner_env(base_image: str, wheelhouse: Path, folder: Path) -> dict[str, str]:
+    """This machine as a runner: its environment, a docker config of its own, and where its build inputs are."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DOCKER_CONFIG")}
+    (folder / "docker-config").mkdir()
+    return {**env, "DOCKER_CONFIG": str(folder / "docker-config"), "GITHUB_REF_NAME": RELEASE, "GITHUB_RUN_ID": "4242",
+            "TORCHIMAGES_BASE_IMAGE": base_image, "TORCHIMAGES_WHEELHOUSE": str(wheelhouse), "TORCHIMAGES_OFFLINE": "1"}
+
+
+def assert_all_ran(run: WorkflowRun) -> None:
+    failed = run.failed()
+    assert not failed, "\n\n".join(f"{s.job}: {s.name} failed (rc {s.returncode}):\n{s.output[-4000:]}" for s in failed)
+    for step in run.steps:
+        if step.kind == "action":  # listed and explained, never skipped silently
+            assert step.note in ACTIONS.values(), step
+
+
+@pytest.fixture(scope="module")
+def ci_run(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> WorkflowRun:
+    folder = tmp_path_factory.mktemp("ci-workflow")
+    runner = Runner(root=ROOT, workspace=folder, context={}, env=runner_env(base_image, wheelhouse, folder))
+    run = runner.workflow(WORKFLOWS / "ci.yml")
+    print(run.describe())
+    return run
+
+
+@pytest.fixture(scope="module")
+def release_registry(api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    running = start_registry(tmp_path_factory.mktemp("release-registry"))
+    yield running
+    os.kill(running.pid, signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def release_run(api: docker.APIClient, base_image: str, wheelhouse: Path, release_registry: Registry,
+                tmp_path_factory: pytest.TempPathFactory) -> tuple[WorkflowRun, Path]:
+    folder = tmp_path_factory.mktemp("release-workflow")
+    secrets = {"secrets.REGISTRY": f"{release_registry.host}/ml/release", "secrets.REGISTRY_USER": release_registry.user,
+               "secrets.REGISTRY_PASSWORD": release_registry.password}
+    env = runner_env(base_image, wheelhouse, folder)
+    runner = Runner(root=ROOT, workspace=folder, context=secrets, env=env, drop=("--require-gpu",),
+                    keep_entry=lambda entry: entry["entry"] == CPU_ENTRY)
+    run = runner.workflow(WORKFLOWS / "release.yml")
+    print(run.describe())
+    return run, Path(env["DOCKER_CONFIG"])
+
+
+def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun) -> None:
+    assert_all_ran(ci_run)
+    ran = [(s.job, s.name) for s in ci_run.steps if s.kind == "run"]
+    assert ("lint-and-unit", "Unit tests, hadolint on every rendered Dockerfile") in ran
+    report = json.loads((ci_run.workdirs["cpu-image"] / "report" / "build-report.json").read_text())
+    assert {r["variant"] for r in report["images"]} == {"base", "jupyter", "ssh"}
+    for record in report["images"]:
+        smoke = record["stages"]["smoke"]
+        assert record["result"] == "built" and smoke["passed"] > 0 and smoke["failed"] == 0, record
+
+
+def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_run: tuple[WorkflowRun, Path],
+                                                                      release_registry: Registry) -> None:
+    run, _ = release_run
+    assert_all_ran(run)
+    include = json.loads(run.outputs["matrix"]["include"])
+    assert CPU_ENTRY in [e["entry"] for e in include], include
+    assert any(s.note == "dropped --require-gpu" for s in run.steps), run.describe()
+    manifest = json.loads((run.workdirs["manifest"] / "releases" / f"{RELEASE}.json").read_text())
+    assert manifest["release"] == RELEASE
+    assert sorted(i["variant"] for i in manifest["images"]) == ["base", "jupyter", "ssh"]
+    client = publish.RegistryClient(release_registry.host, username=release_registry.user,
+                                    password=release_registry.password, ca=release_registry.folder / "ca.crt")
+    for image in manifest["images"]:
+        remote = client.tag("ml/release", image["tag"].rsplit(":", 1)[1])
+        assert remote is not None and remote.digest == image["digest"], image
+
+
+def test_release_workflow_writes_no_credentials(release_run: tuple[WorkflowRun, Path]) -> None:
+    run, docker_config = release_run
+    assert_all_ran(run)
+    written = [p.name for p in docker_config.rglob("*") if p.is_file()]
+    assert written == [], f"the push wrote into the docker config: {written}"
