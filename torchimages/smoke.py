@@ -64,8 +64,23 @@ JUPYTER_FORMS = (
     JupyterForm("generated-token", ["jupyter", "lab"], generated_token=True),
     JupyterForm("user-4242", ["jupyter", "lab"], user="4242:4242"),
 )
-# The ways users start sshd, as typed after the image name (None: the image's default command).
-SSH_FORMS: dict[str, list[str] | None] = {"default": None, "sshd": ["sshd"], "usr-sbin-sshd": ["/usr/sbin/sshd", "-D"]}
+
+
+@dataclass(frozen=True)
+class SshForm:
+    """One way users start sshd: the command after the image name (None: the default) and how the key arrives."""
+
+    name: str
+    command: list[str] | None
+    mounted_key: bool = False  # -v KEY.pub:~/.ssh/authorized_keys:ro instead of SSH_AUTHORIZED_KEYS
+
+
+SSH_FORMS = (
+    SshForm("default", None),
+    SshForm("sshd", ["sshd"]),
+    SshForm("usr-sbin-sshd", ["/usr/sbin/sshd", "-D"]),
+    SshForm("mounted-key", None, mounted_key=True),
+)
 
 
 @dataclass
@@ -217,11 +232,17 @@ class SmokeRunner:
         key = tmp / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
         servers = {}
-        for name, command in SSH_FORMS.items():
+        public = key.with_suffix(".pub")
+        public.chmod(0o644)
+        home = self.image_home(target.tag) if any(form.mounted_key for form in SSH_FORMS) else ""
+        for form in SSH_FORMS:
             port = free_port()
-            containers.append(self.start_container(target.tag, command=command, port=port, container_port=22,
-                                                   environment={"SSH_AUTHORIZED_KEYS": key.with_suffix(".pub").read_text()}))
-            servers[name] = {"port": port, "key": str(key), "container": containers[-1], "command": command}
+            mounted = {str(public): {"bind": f"{home}/.ssh/authorized_keys", "mode": "ro"}} if form.mounted_key else None
+            environment = None if form.mounted_key else {"SSH_AUTHORIZED_KEYS": public.read_text()}
+            containers.append(self.start_container(target.tag, command=form.command, port=port, container_port=22,
+                                                   environment=environment, binds=mounted))
+            servers[form.name] = {"port": port, "key": str(key), "container": containers[-1], "command": form.command,
+                                  "mounted_key": form.mounted_key}
         for name, server in servers.items():
             try:
                 wait_ssh(server["port"], 30, self.api, server["container"])
@@ -252,6 +273,17 @@ class SmokeRunner:
         with contextlib.suppress(RuntimeError):
             return sum(1 for line in self.exec(container, ["nvidia-smi", "-L"]).splitlines() if line.startswith("GPU "))
         return 0
+
+    def image_home(self, tag: str) -> str:
+        """The home folder of the image's user, where a mounted authorized_keys goes."""
+        container = self.api.create_container(tag, entrypoint=["sh", "-c", 'getent passwd "$(id -u)" | cut -d: -f6'],
+                                              labels={"io.torchimages.smoke": "1"})
+        try:
+            self.api.start(container)
+            self.api.wait(container, timeout=60)
+            return self.api.logs(container, stderr=False).decode().strip()
+        finally:
+            self.api.remove_container(container, force=True)
 
     def exec(self, container: str, command: list[str], timeout: int = 60) -> str:
         exec_id = self.api.exec_create(container, ["timeout", str(timeout), *command])

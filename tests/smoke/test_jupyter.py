@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.error
 import urllib.request
 from typing import Any
 
+import docker
 import pytest
 import testinfra
 
@@ -96,3 +98,17 @@ def test_server_is_not_root(server: dict, facts: Facts) -> None:
     want = 4242 if server.get("mount") else int(facts.user.split(":")[0])  # the image's USER, numeric
     assert server["uid"] != 0, f"Jupyter started with {started_as(server)} runs as root"
     assert server["uid"] == want, f"Jupyter started with {started_as(server)} runs as UID {server['uid']}, not {want}"
+
+
+def test_healthcheck_turns_healthy(server: dict) -> None:
+    """The image's HEALTHCHECK (interval 15 s) reports the running server healthy, whoever runs it."""
+    api = docker.from_env(version="auto", timeout=30).api  # DOCKER_HOST is honoured, as by the runner
+    deadline, health = time.monotonic() + 90, {}
+    while time.monotonic() < deadline:
+        health = api.inspect_container(server["container"])["State"].get("Health") or {}
+        if health.get("Status") in ("healthy", "unhealthy"):
+            break
+        time.sleep(2)
+    assert health, "the image has no HEALTHCHECK"
+    assert health.get("Status") == "healthy", (
+        f"Jupyter started with {started_as(server)} is {health.get('Status')}: {(health.get('Log') or [{}])[-1]}")

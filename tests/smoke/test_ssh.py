@@ -43,15 +43,55 @@ def test_key_login_runs_torch_with_the_container_environment(server: dict, facts
     assert visible == "all", "NVIDIA_VISIBLE_DEVICES is missing in the ssh session"
 
 
-def test_session_has_the_cuda_and_nvidia_variables(server: dict) -> None:
-    result = ssh(server, "-o", "BatchMode=yes", "env")
-    names = {line.split("=", 1)[0] for line in result.stdout.splitlines()}
-    missing = {"PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"} - names
-    assert not missing, f"missing in ssh sessions: {missing}"
+SESSION_VARIABLES = re.compile(r"^(PATH|LD_LIBRARY_PATH|CUDA[A-Z_]*|NCCL_[A-Z_]+|NVIDIA_[A-Z_]+)=")
+
+
+def container_environment(server: dict) -> dict[str, str]:
+    """The environment the container was started with (its first process's), restricted to SESSION_VARIABLES."""
+    host = testinfra.get_host(f"docker://{server['container']}")
+    raw = run(host, "cat /proc/1/environ").stdout
+    return dict(v.split("=", 1) for v in raw.split("\0") if SESSION_VARIABLES.match(v))
+
+
+@pytest.mark.parametrize("shell", ["command", "login shell"])
+def test_session_has_the_container_path_library_path_and_cuda_variables(server: dict, facts: Facts, shell: str) -> None:
+    wanted = container_environment(server)
+    assert {"PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"} <= set(wanted), wanted
+    if facts.flavor != "cpu":
+        assert "LD_LIBRARY_PATH" in wanted, "a CUDA image without LD_LIBRARY_PATH: the driver's libraries are not found"
+    command = "env" if shell == "command" else "bash -lc env"
+    result = ssh(server, "-o", "BatchMode=yes", command)
+    assert result.returncode == 0, result.stderr
+    seen = dict(line.split("=", 1) for line in result.stdout.splitlines() if SESSION_VARIABLES.match(line))
+    differ = {name: (value, seen.get(name)) for name, value in wanted.items() if seen.get(name) != value}
+    assert not differ, f"ssh sessions ({shell}) lack the container's values (container, session): {differ}"
     python = ssh(server, "-o", "BatchMode=yes", "command -v python").stdout.strip()
     assert python == server["python"], (
         f"python in an ssh session is {python or 'missing'}, in the container {server['python']}: the session's PATH "
         "lacks the image's Python")
+
+
+def test_tmux_is_there_for_long_jobs(server: dict) -> None:
+    result = ssh(server, "-o", "BatchMode=yes", "tmux -V")
+    assert result.returncode == 0 and result.stdout.startswith("tmux "), f"no tmux in ssh sessions: {result.stderr}"
+
+
+def host_key(server: dict) -> str:
+    host = testinfra.get_host(f"docker://{server['container']}")
+    result = run(host, "sh -c 'cat \"$HOME/.sshd/ssh_host_ed25519_key.pub\"'")
+    assert result.rc == 0, f"no host key made at start in ~/.sshd: {result.stderr}"
+    return result.stdout.split()[1]
+
+
+def test_host_keys_are_made_at_start_in_home_sshd(server: dict) -> None:
+    scanned = subprocess.run(["ssh-keyscan", "-t", "ed25519", "-p", str(server["port"]), "127.0.0.1"], capture_output=True,
+                             text=True, timeout=30, check=False).stdout.split()
+    assert scanned[2:3] == [host_key(server)], f"sshd serves {scanned}, not the key made in ~/.sshd"
+
+
+def test_each_container_has_its_own_host_key(facts: Facts) -> None:
+    keys = {name: host_key(server) for name, server in facts.ssh.items()}
+    assert len(set(keys.values())) == len(keys), f"containers share host keys: {keys}"
 
 
 def advertised_methods(result: subprocess.CompletedProcess[str]) -> set[str]:
