@@ -9,7 +9,9 @@ which bugs no test noticed. Prints numbers; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -113,13 +115,26 @@ def run_one(mutation: Mutation, timeout: float) -> tuple[Mutation, str, float]:
         path.write_text(text.replace(mutation.before, mutation.after))
         started = time.monotonic()
         env = {**os.environ, "TORCHIMAGES_ROOT": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+        refresh_snapshots(tree, env)
         try:
             result = subprocess.run([sys.executable, "-m", "pytest", "tests/unit", "-x", "-q", "-p", "no:cacheprovider"],
                                     cwd=tree, env=env, capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             return mutation, "killed (timeout)", time.monotonic() - started
         outcome = {0: "survived", 1: "killed"}.get(result.returncode, f"error (pytest exit {result.returncode})")
-        return mutation, outcome, time.monotonic() - started
+        caught_by = re.findall(r"^(?:FAILED|ERROR) (\S+)", result.stdout, re.M)
+        return mutation, f"{outcome} by {caught_by[0]}" if caught_by else outcome, time.monotonic() - started
+
+
+def refresh_snapshots(tree: Path, env: dict[str, str]) -> None:
+    """Re-render images/ and the golden files, as whoever made the change would: a bug must be caught by a
+    test of behaviour, not by a snapshot that merely differs."""
+    release = json.loads((tree / "images" / "rendered.json").read_text())["release"]
+    subprocess.run([sys.executable, "build.py", "render", "--tag", release], cwd=tree, env=env, capture_output=True,
+                   timeout=120, check=False)
+    subprocess.run([sys.executable, "-m", "pytest", "tests/unit/test_render.py", "-q", "-k", "golden", "-p",
+                    "no:cacheprovider"], cwd=tree, env={**env, "UPDATE_GOLDEN": "1"}, capture_output=True, timeout=300,
+                   check=False)
 
 
 def main() -> None:
@@ -130,10 +145,15 @@ def main() -> None:
     args = parser.parse_args()
     chosen = [m for m in MUTATIONS if not args.only or args.only in m.what or args.only in m.path]
     started = time.monotonic()
+    baseline = run_one(Mutation("matrix.yaml", "images:", "images:", "no change"), args.timeout)[1]
+    if baseline != "survived":
+        sys.exit(f"tests/unit fails on an unchanged copy of the tree ({baseline}): fix that first")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda m: run_one(m, args.timeout), chosen))
     for mutation, outcome, seconds in results:
-        print(f"{outcome:9.9s} {seconds:5.1f}s  {mutation.path}: {mutation.what}")
+        verdict, _, caught_by = outcome.partition(" by ")
+        print(f"{verdict:9.9s} {seconds:5.1f}s  {mutation.path}: {mutation.what}" + (f"\n{'':17s}caught by {caught_by}"
+                                                                                     if caught_by else ""))
     killed = sum(outcome.startswith("killed") for _, outcome, _ in results)
     broken = [m for m, outcome, _ in results if not outcome.startswith(("killed", "survived"))]
     print(f"\nmutation score: {killed}/{len(results)} killed by tests/unit ({100 * killed / max(1, len(results)):.0f}%); "

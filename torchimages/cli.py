@@ -106,6 +106,7 @@ def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOpt
     inputs = BuildInputs(pip_index_url=values["pip_index_url"], torch_index_url=values["torch_index_url"],
                          apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
                          offline=values["offline"], base_image=values["base_image"])
+    inputs.check()  # before anything is rendered, planned or built
     return BuildOptions(release=release, images_dir=images_dir, only=values["only"], flavors=values["flavors"],
                         variants=values["variants"], jobs=values["jobs"], no_cache=values["no_cache"],
                         plain=values["plain"], report=values["report"], logs=values["logs"], inputs=inputs)
@@ -128,12 +129,12 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bo
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
     plan = load_plan(matrix_path)
     images_dir = Path("images")
+    options = build_options_from(release, images_dir, values)
     if dry_run:
-        print_plan(plan, build_options_from(release, images_dir, values))
+        print_plan(plan, options)
         return
     written = render_stage.write(plan, release, images_dir)
     out.print(f"rendered {len(written)} build contexts under {images_dir} for release {release}")
-    options = build_options_from(release, images_dir, values)
     report = run_build(plan, options, exit_on_failure=False)
     built = [job for job in buildstage.select(plan, options) if report_result(report, job.image) == "built"]
     if built:
