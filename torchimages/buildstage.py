@@ -147,4 +147,11 @@ def failure_message(job: BuildJob, outcome: BuildOutcome, logs: LogFiles) -> str
     tail = "\n".join(f"    | {line}" for line in outcome.log_tail[-20:])
     return (f"{job.image} failed at {outcome.step or 'the start'}\n  error: {outcome.error}\n"
             f"  last log lines:\n{tail}\n  full log: {logs.path(job.image)}\n"
-            f"  try: {failure_hint(outcome, job.base_image)}")
+            f"{removed_line(outcome)}  try: {failure_hint(outcome, job.base_image)}")
+
+
+def removed_line(outcome: BuildOutcome) -> str:
+    if not outcome.created:
+        return ""
+    return (f"  removed {outcome.removed} intermediate images of the failed build (the last good build's cache stays "
+            "the one used)\n")

@@ -26,6 +26,8 @@ from .events import BuildEvent
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})$")
+STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})$")  # the image a step committed, or found in the cache
+USING_CACHE = " ---> Using cache"
 MISSING_BASE = ("pull access denied", "not found", "no such host", "manifest unknown", "repository does not exist",
                 "failed to resolve", "no basic auth credentials", "unauthorized")
 
@@ -43,6 +45,11 @@ class BuildOutcome:
     step: str | None = None
     log_tail: list[str] = field(default_factory=list)
     cancelled: bool = False
+    # Images this build's steps committed (not the cache hits it reused), oldest first, and how many of them
+    # were removed after a failure or a cancel.
+    created: list[str] = field(default_factory=list)
+    removed: int = 0
+    _reused: bool = False
 
     @property
     def ok(self) -> bool:
@@ -93,7 +100,26 @@ class Engine:
         outcome.log_tail = list(tail)
         if outcome.cancelled:
             self._remove_containers(containers)
+        if not outcome.ok and outcome.created:
+            outcome.removed = self._remove_intermediates(outcome.created)
+            emit(BuildEvent(image, "log", f"removed {outcome.removed} intermediate images of the "
+                                          f"{'cancelled' if outcome.cancelled else 'failed'} build"))
         return outcome
+
+    def _remove_intermediates(self, created: list[str]) -> int:
+        """Remove what a failed or cancelled build committed, newest first.
+
+        The classic builder takes the newest child of a parent with the same instruction as the cache hit:
+        a shorter chain left by an interrupted or failed build (above all a --no-cache one) would hide the
+        complete chain of the last good build, and every later build would start over from there.
+        noprune keeps the cache images this build reused; an image another build now uses is not removed.
+        """
+        removed = 0
+        for image_id in reversed(created):
+            with contextlib.suppress(docker.errors.APIError):
+                self.api.remove_image(image_id, noprune=True)
+                removed += 1
+        return removed
 
     def _stream(self, context: Path, tag: str, buildargs: dict[str, str], outcome: BuildOutcome) -> Iterator[dict]:
         try:
@@ -118,9 +144,17 @@ class Engine:
                 continue
             if match := STEP.match(line):
                 outcome.step = line
+                # A FROM step names an existing image (the base, or an earlier stage): never this build's to remove.
+                outcome._reused = match.group(3).upper().startswith("FROM ")
                 emit(BuildEvent(image, "step", match.group(3), int(match.group(1)), int(match.group(2))))
             elif match := RUNNING_IN.match(line):
                 containers.append(match.group(1))
+            elif line == USING_CACHE:
+                outcome._reused = True
+            elif match := STEP_IMAGE.match(line):
+                if not outcome._reused:
+                    outcome.created.append(match.group(1))
+                outcome._reused = False
             else:
                 tail.append(line)
             emit(BuildEvent(image, "log", line))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -36,6 +38,22 @@ def render(tmp_path: Path, name: str, extra: str = "") -> tuple[Path, Path]:
     return matrix_file, images
 
 
+@pytest.fixture
+def private_base(api: docker.APIClient, base_image: str) -> Iterator[str]:
+    """The base image plus a test-only LABEL: an image ID of its own, so the builds these tests fail or
+    interrupt (--no-cache ones too) never meet the user's cache. It must be left without children: the tool
+    removes what a failed or cancelled build committed."""
+    tag = f"torchimages-test/parent:{uuid.uuid4().hex[:12]}"
+    dockerfile = f"FROM {base_image}\nLABEL io.torchimages.test-parent={tag.rsplit(':', 1)[1]}\n"
+    stream = api.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True, forcerm=True, decode=True)
+    assert not [chunk for chunk in stream if "error" in chunk]
+    image_id = api.inspect_image(tag)["Id"]
+    yield tag
+    children = [i["Id"] for i in api.images(all=True) if i.get("ParentId") == image_id]
+    api.remove_image(tag, force=True)
+    assert children == [], f"failed or cancelled builds left images on {tag}: {children}"
+
+
 def test_wrong_base_image(api: docker.APIClient, tmp_path: Path) -> None:
     matrix_file, images = render(tmp_path, "wrong-base")
     started = time.monotonic()
@@ -52,10 +70,10 @@ def test_wrong_base_image(api: docker.APIClient, tmp_path: Path) -> None:
     assert record["result"] == "failed" and "is not on this engine" in record["error"]
 
 
-def test_failing_run_step(api: docker.APIClient, base_image: str, tmp_path: Path) -> None:
+def test_failing_run_step(api: docker.APIClient, private_base: str, tmp_path: Path) -> None:
     matrix_file, images = render(tmp_path, "bad-apt", "    apt: [no-such-package-torchimages]\n    variants: [jupyter, ssh]\n")
     result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
-                      "--base-image", base_image, "--report", str(tmp_path / "r.json"), "--logs", str(tmp_path / "logs"),
+                      "--base-image", private_base, "--report", str(tmp_path / "r.json"), "--logs", str(tmp_path / "logs"),
                       timeout=600)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
@@ -65,6 +83,7 @@ def test_failing_run_step(api: docker.APIClient, base_image: str, tmp_path: Path
     assert "Unable to locate package no-such-package-torchimages" in message, "the last log lines are shown"
     assert f"full log: {tmp_path / 'logs' / 'bad-apt.log'}" in message
     assert "try: fix the failing command" in message
+    assert re.search(r"removed [1-9]\d* intermediate images of the failed build", message), message
     tail = message.split("last log lines:")[1].split("full log:")[0].strip().splitlines()
     assert 0 < len(tail) <= 20
     assert not any(t for t in docker.APIClient().images(name="registry.example.com/ml/failures")
@@ -87,14 +106,14 @@ def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
-def test_a_stop_signal_stops_the_build_and_leaves_no_tag(api: docker.APIClient, base_image: str, tmp_path: Path,
+def test_a_stop_signal_stops_the_build_and_leaves_no_tag(api: docker.APIClient, private_base: str, tmp_path: Path,
                                                         stop: signal.Signals) -> None:
     name = f"cancel-{uuid.uuid4().hex[:8]}"
     matrix_file, images = render(tmp_path, name)
     containers_before = {c["Id"] for c in api.containers(all=True)}
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "build.py"), "build", "--matrix", str(matrix_file), "--tag", "fail", "--images",
-         str(images), "--plain", "--no-cache", "--base-image", base_image, "--logs", str(tmp_path / "logs"),
+         str(images), "--plain", "--no-cache", "--base-image", private_base, "--logs", str(tmp_path / "logs"),
          "--report", str(tmp_path / "r.json")],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -171,3 +172,24 @@ def test_per_image_reports_merge_into_the_single_run_manifest(pushed: dict, tmp_
     result = build_py("manifest", "--registry", pushed["manifest"]["repository"], "--out", str(merged), *map(str, paths))
     assert result.returncode == 0, result.stderr
     assert json.loads(merged.read_text()) == pushed["manifest"]
+
+
+def test_credentials_from_stdin_and_from_the_docker_config_write_nothing(registry: Registry, pushed: dict,
+                                                                         tmp_path: Path) -> None:
+    """The same release pushed again (nothing new) with the two other ways of giving credentials."""
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    auth = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
+    (config / "config.json").write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}))
+    before = (config / "config.json").read_bytes()
+    base = [sys.executable, str(ROOT / "build.py"), "push", "--tag", RELEASE, "--report", str(pushed["report"]),
+            "--registry", f"{registry.host}/ml/pytorch"]
+    env = {k: v for k, v in os.environ.items() if k != "TORCHIMAGES_REGISTRY_PASSWORD"}
+    for name, extra, stdin in (("docker config", [], None),
+                               ("stdin", ["--registry-user", registry.user, "--password-stdin"], registry.password + "\n")):
+        result = subprocess.run([*base, *extra, "--manifest", str(tmp_path / f"{len(extra)}.json")], cwd=ROOT,
+                                env={**env, "DOCKER_CONFIG": str(config)}, input=stdin, capture_output=True, text=True,
+                                timeout=600, check=False)
+        assert result.returncode == 0, f"push with credentials from the {name} failed:\n{result.stderr[-2000:]}"
+        assert result.stderr.count(": unchanged ") == 3, result.stderr
+    assert (config / "config.json").read_bytes() == before and [p.name for p in config.iterdir()] == ["config.json"]
