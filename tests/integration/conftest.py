@@ -11,9 +11,11 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -263,3 +265,11 @@ def start_registry(folder: Path) -> Registry:
                             timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     return Registry(f"127.0.0.1:{port}", "ci", password, folder)
+
+
+@pytest.fixture(scope="module")
+def registry(api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """A registry of the test module's own, stopped after it."""
+    running = start_registry(tmp_path_factory.mktemp("registry"))
+    yield running
+    os.kill(running.pid, signal.SIGTERM)

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -19,13 +18,6 @@ from torchimages import publish
 from torchimages.report import Report
 
 from .conftest import RELEASE, ROOT, EntryBuild, Registry, build_py, start_registry
-
-
-@pytest.fixture(scope="module")
-def registry(api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    running = start_registry(tmp_path_factory.mktemp("registry"))
-    yield running
-    os.kill(running.pid, signal.SIGTERM)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -20,7 +18,7 @@ import pytest
 
 from torchimages import publish
 
-from .conftest import CPU_ENTRY, ROOT, Registry, start_registry
+from .conftest import CPU_ENTRY, ROOT, Registry
 from .workflows import ACTIONS, Runner, WorkflowRun
 
 RELEASE = "v0.1-wf"  # a release tag of its own: the workflows' images never replace the other tests'
@@ -53,18 +51,11 @@ def ci_run(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path_fa
 
 
 @pytest.fixture(scope="module")
-def release_registry(api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    running = start_registry(tmp_path_factory.mktemp("release-registry"))
-    yield running
-    os.kill(running.pid, signal.SIGTERM)
-
-
-@pytest.fixture(scope="module")
-def release_run(api: docker.APIClient, base_image: str, wheelhouse: Path, release_registry: Registry,
+def release_run(api: docker.APIClient, base_image: str, wheelhouse: Path, registry: Registry,
                 tmp_path_factory: pytest.TempPathFactory) -> tuple[WorkflowRun, Path]:
     folder = tmp_path_factory.mktemp("release-workflow")
-    secrets = {"secrets.REGISTRY": f"{release_registry.host}/ml/release", "secrets.REGISTRY_USER": release_registry.user,
-               "secrets.REGISTRY_PASSWORD": release_registry.password}
+    secrets = {"secrets.REGISTRY": f"{registry.host}/ml/release", "secrets.REGISTRY_USER": registry.user,
+               "secrets.REGISTRY_PASSWORD": registry.password}
     env = runner_env(base_image, wheelhouse, folder)
     runner = Runner(root=ROOT, workspace=folder, context=secrets, env=env, drop=("--require-gpu",),
                     keep_entry=lambda entry: entry["entry"] == CPU_ENTRY)
@@ -85,7 +76,7 @@ def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun) -> None:
 
 
 def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_run: tuple[WorkflowRun, Path],
-                                                                      release_registry: Registry) -> None:
+                                                                      registry: Registry) -> None:
     run, _ = release_run
     assert_all_ran(run)
     include = json.loads(run.outputs["matrix"]["include"])
@@ -94,8 +85,8 @@ def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_r
     manifest = json.loads((run.workdirs["manifest"] / "releases" / f"{RELEASE}.json").read_text())
     assert manifest["release"] == RELEASE
     assert sorted(i["variant"] for i in manifest["images"]) == ["base", "jupyter", "ssh"]
-    client = publish.RegistryClient(release_registry.host, username=release_registry.user,
-                                    password=release_registry.password, ca=release_registry.folder / "ca.crt")
+    client = publish.RegistryClient(registry.host, username=registry.user,
+                                    password=registry.password, ca=registry.folder / "ca.crt")
     for image in manifest["images"]:
         remote = client.tag("ml/release", image["tag"].rsplit(":", 1)[1])
         assert remote is not None and remote.digest == image["digest"], image
