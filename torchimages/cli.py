@@ -23,12 +23,20 @@ from .publishstage import PushOptions, push_report
 from .report import Report
 from .settings import ROOT_ENV, SETTINGS, is_checkout
 from .smoke import SmokeRunner
-from .specs import Plan, resolve
+from .specs import Plan, release_problem, resolve
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 240)
 matrix_option = click.option("--matrix", "matrix_path", type=click.Path(path_type=Path), default=Path("matrix.yaml"),
                              show_default=True, help="The matrix file.")
+
+
+def checked_release(_ctx: click.Context, _param: click.Parameter, release: str | None) -> str | None:
+    """--tag becomes part of image tags and of folder names: refuse what Docker's tag grammar refuses."""
+    problem = release_problem(release) if release is not None else None
+    if problem:
+        raise click.BadParameter(problem, param_hint="'--tag'")
+    return release
 
 
 def load_plan(path: Path, quiet: bool = False) -> Plan:
@@ -114,7 +122,7 @@ def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOpt
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @matrix_option
-@click.option("--tag", "release", help="Release tag that names this set of images, e.g. v2.7.")
+@click.option("--tag", "release", callback=checked_release, help="Release tag that names this set of images, e.g. v2.7.")
 @build_options
 @click.pass_context
 def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bool, **values: object) -> None:
@@ -145,7 +153,7 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bo
 
 @main.command()
 @matrix_option
-@click.option("--tag", "release", required=True, help="Release tag, e.g. v2.7.")
+@click.option("--tag", "release", callback=checked_release, required=True, help="Release tag, e.g. v2.7.")
 @click.option("--images", "images_dir", type=click.Path(path_type=Path), default=Path("images"), show_default=True,
               help="Rendered contexts to build.")
 @build_options
@@ -206,7 +214,7 @@ def finish(report: Report, options: BuildOptions, *, failed: bool = False) -> No
 
 @main.command()
 @matrix_option
-@click.option("--tag", "release", required=True, help="Release tag of the tested images, e.g. v2.7.")
+@click.option("--tag", "release", callback=checked_release, required=True, help="Release tag of the tested images, e.g. v2.7.")
 @click.option("--report", type=click.Path(path_type=Path, exists=True), help="Report of the run [reports/RELEASE/build-report.json].")
 @push_options
 def push(matrix_path: Path, release: str, report: Path | None, **values: object) -> None:
@@ -234,7 +242,7 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 
 @main.command(name="test")
 @matrix_option
-@click.option("--tag", "release", required=True, help="Release tag of the built images, e.g. v2.7.")
+@click.option("--tag", "release", callback=checked_release, required=True, help="Release tag of the built images, e.g. v2.7.")
 @click.option("--only", multiple=True, metavar="GLOB", help="Image names to test (repeatable).")
 @click.option("--flavor", "flavors", multiple=True, type=click.Choice(FLAVORS), help="Only these flavors.")
 @click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants.")
@@ -254,7 +262,7 @@ def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavor
 
 @main.command(name="bench")
 @matrix_option
-@click.option("--tag", "release", help="Release tag of the built images, e.g. v2.7 (not with --local).")
+@click.option("--tag", "release", callback=checked_release, help="Release tag of the built images, e.g. v2.7 (not with --local).")
 @click.option("--only", multiple=True, metavar="GLOB", help="Image names to measure (repeatable; default: base images).")
 @click.option("--local", is_flag=True, help="Measure this host's own Python instead of images.")
 @click.option("--seconds", default=2.0, show_default=True, help="Measuring time per case.")
@@ -306,7 +314,8 @@ def validate(matrix_path: Path) -> None:
 
 @main.command()
 @matrix_option
-@click.option("--tag", "release", help="Release tag (default for --check: the tag images/ was rendered with).")
+@click.option("--tag", "release", callback=checked_release,
+              help="Release tag (default for --check: the tag images/ was rendered with).")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("images"), show_default=True)
 @click.option("--check", is_flag=True, help="Exit 1 if the rendered contexts under --out are stale.")
 def render(matrix_path: Path, release: str | None, out_dir: Path, check: bool) -> None:
@@ -331,7 +340,8 @@ def render(matrix_path: Path, release: str | None, out_dir: Path, check: bool) -
 
 @main.command(name="matrix")
 @matrix_option
-@click.option("--tag", "release", default=None, help="Release tag used in image tags (default: the rendered one, or 'dev').")
+@click.option("--tag", "release", callback=checked_release, default=None,
+              help="Release tag used in image tags (default: the rendered one, or 'dev').")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default="table", show_default=True)
 @click.option("--per", type=click.Choice(["image", "entry"]), default="image", show_default=True,
               help="One row per image, or per matrix entry (its base image with its variants).")

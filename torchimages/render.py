@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jinja2
 
+from .errors import UserError
 from .settings import SETTINGS, Settings
 from .specs import ImageSpec, Plan
 
@@ -123,21 +124,50 @@ def _static_files(env: jinja2.Environment, variant: str, values: dict) -> dict[s
 
 
 def write(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) -> list[Path]:
-    """Replace `out` with freshly rendered contexts; return the Dockerfiles written."""
+    """Replace `out` with freshly rendered contexts; return the Dockerfiles written.
+
+    Only a new or empty folder, or one render wrote before (it holds rendered.json), is replaced: nothing
+    else is ever deleted. The contexts are written into a temporary sibling that then takes the folder's place.
+    """
+    check_output_folder(out)
     rendered = contexts(plan, release, settings)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.rendering-", dir=out.parent))
+    try:
+        dockerfiles = [out / name for name in write_contexts(rendered, staging)]
+        marker = {"release": release, "matrix": Path(plan.file).name, "images": [c.image for c in rendered]}
+        (staging / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        staging.chmod(0o755)
+        if out.exists():
+            retired = staging.with_name(staging.name.replace(".rendering-", ".replaced-"))
+            out.rename(retired)
+            staging.rename(out)
+            shutil.rmtree(retired)
+        else:
+            staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dockerfiles
+
+
+def check_output_folder(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: a file is there, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise UserError(f"--out {out}: refusing to replace a folder that render did not write (no {MARKER} in it); "
+                        "give a new or empty folder")
+
+
+def write_contexts(rendered: list, folder: Path) -> list[Path]:
+    """Each context's files under `folder`; the Dockerfiles' paths relative to it."""
     dockerfiles = []
     for context in rendered:
         for relative, content in sorted(context.files.items()):
-            path = out / context.image / relative
+            path = folder / context.image / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
             path.chmod(0o755 if path.name in EXECUTABLE else 0o644)
-        dockerfiles.append(out / context.image / "Dockerfile")
-    marker = {"release": release, "matrix": Path(plan.file).name, "images": [c.image for c in rendered]}
-    (out / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        dockerfiles.append(Path(context.image) / "Dockerfile")
     return dockerfiles
 
 

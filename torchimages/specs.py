@@ -15,6 +15,16 @@ from .errors import Problem, UserError
 from .matrix import Entry, Matrix
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
+# Docker's tag grammar; the release is the first part of every image tag (RELEASE-NAME[-VARIANT]).
+RELEASE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def release_problem(release: str) -> str | None:
+    """Why `release` cannot name images (and the report and log folders named after it), or None."""
+    if RELEASE_TAG.fullmatch(release):
+        return None
+    return (f"{release!r} is not a valid release tag: letters, digits, '_', '.' and '-', starting with a letter, digit "
+            "or '_', at most 128 characters (Docker's tag grammar), e.g. v2.7")
 REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+$")
 TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
 DOMAIN_LIBS = ("torchvision", "torchaudio")
@@ -66,7 +76,7 @@ def resolve(matrix: Matrix, data: CompatData | None = None) -> Plan:
     """Check every entry against the compatibility data; raise one UserError listing all problems."""
     data = data or compat.load()
     problems: list[Problem] = []
-    if not REGISTRY.match(matrix.registry):
+    if not REGISTRY.fullmatch(matrix.registry):  # fullmatch: `$` would let a trailing newline in
         problems.append(Problem(matrix.file, matrix.located.line(("registry",)), None, "registry",
                                 f"'{matrix.registry}' is not a registry/repository reference; "
                                 "use lowercase HOST[:PORT]/PATH, e.g. registry.example.com/ml/pytorch"))
@@ -126,7 +136,7 @@ class _EntryResolver:
             return None
         name = self.entry.get("name") or spec.pop("derived_name")
         spec.pop("derived_name", None)
-        if not NAME.match(name):
+        if not NAME.fullmatch(name):
             self.fail("name", f"'{name}' is not a valid image name: lowercase letters, digits, '.', '_', '-'; at most 80")
             return None
         return ImageSpec(

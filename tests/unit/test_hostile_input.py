@@ -1,0 +1,69 @@
+"""Hostile and careless input (issue 10, first part): render never deletes what it did not write, names and
+release tags are matched whole, and each refusal exits 2 with a message, never a traceback."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .conftest import ROOT, problems_of, run_cli
+
+HEAD = "registry: registry.example.com/ml/pytorch\nimages:\n"
+
+
+def test_render_refuses_a_folder_it_did_not_write(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "notes.txt").write_text("mine")
+    for out in (tmp_path, tmp_path / "."):
+        result = run_cli("render", "--tag", "v1", "--out", str(out))
+        assert result.returncode == 2 and "refusing to replace a folder that render did not write" in result.stderr
+        assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".git", "notes.txt"]
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_render_refuses_a_file(tmp_path: Path) -> None:
+    (tmp_path / "images").write_text("a file")
+    result = run_cli("render", "--tag", "v1", "--out", str(tmp_path / "images"))
+    assert result.returncode == 2 and "a file is there, not a folder" in result.stderr and "Traceback" not in result.stderr
+    assert (tmp_path / "images").read_text() == "a file"
+
+
+def test_render_replaces_its_own_output_and_leaves_no_staging_folder(tmp_path: Path) -> None:
+    out = tmp_path / "images"
+    assert run_cli("render", "--tag", "v1", "--out", str(out)).returncode == 0
+    leftover = out / "torch2.13.0-cpu-py3.11" / "leftover.txt"
+    leftover.write_text("from an earlier render")
+    assert run_cli("render", "--tag", "v2", "--out", str(out)).returncode == 0
+    assert not leftover.exists() and '"release": "v2"' in (out / "rendered.json").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["images"], "a staging or replaced folder was left behind"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run_cli("render", "--tag", "v1", "--out", str(empty)).returncode == 0
+
+
+@pytest.mark.parametrize("tag", ["../../../tmp/evil", "v 1", "[/x]", "a" * 129, "-v1", "v1\n", "v1:latest", ""])
+@pytest.mark.parametrize("command", [["render", "--out", "OUT"], ["--dry-run"], ["matrix"]])
+def test_a_release_tag_outside_dockers_grammar_is_refused(tmp_path: Path, tag: str, command: list[str]) -> None:
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in command]
+    result = run_cli(*args, "--tag", tag, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "is not a valid release tag" in result.stderr and "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.yaml"]
+
+
+@pytest.mark.parametrize("tag", ["v2.7", "V2.7_rc-1", "_nightly", "a" * 128])
+def test_release_tags_inside_the_grammar_are_accepted(tag: str) -> None:
+    result = run_cli("--tag", tag, "--only", "torch*-cpu-*", "--dry-run")
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_trailing_newline_does_not_pass_the_name_or_registry_patterns() -> None:
+    [name] = problems_of(HEAD + '  - {flavor: cpu, torch: "2.13.0", python: "3.11", name: "cpu\\n"}\n')
+    assert "is not a valid image name" in name
+    [registry] = problems_of('registry: "registry.example.com/ml/pytorch\\n"\nimages:\n'
+                             '  - {flavor: cpu, torch: "2.13.0", python: "3.11"}\n')
+    assert "is not a registry/repository reference" in registry
