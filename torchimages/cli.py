@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import bench, buildstage, publish, smokestage
@@ -25,8 +26,10 @@ from .settings import ROOT_ENV, SETTINGS, is_checkout
 from .smoke import SmokeRunner
 from .specs import Plan, release_problem, resolve
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 240)
+# markup=False: user and engine text ("[/x]" in a name, a tag or a build log line) is printed as it is; the few
+# styled lines escape what they interpolate and ask for markup.
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 240, markup=False)
 matrix_option = click.option("--matrix", "matrix_path", type=click.Path(path_type=Path), default=Path("matrix.yaml"),
                              show_default=True, help="The matrix file.")
 
@@ -138,6 +141,8 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bo
     plan = load_plan(matrix_path)
     images_dir = Path("images")
     options = build_options_from(release, images_dir, values)
+    if values["push"]:
+        push_options_from(plan, values).check()  # before a long build, not after it
     if dry_run:
         print_plan(plan, options)
         return
@@ -183,7 +188,7 @@ def run_build(plan: Plan, options: BuildOptions, *, exit_on_failure: bool = True
     report = buildstage.build(plan, options, err)
     for record in report.images:
         if record.error:
-            err.print(f"[bold red]FAILED[/] {record.error}", markup=True, highlight=False)
+            err.print(f"[bold red]FAILED[/] {escape(record.error)}", markup=True, highlight=False)
     if exit_on_failure:
         finish(report, options)
     return report
@@ -292,7 +297,7 @@ def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ..
         if min_amp_speedup is not None and (problem := bench.amp_gate(result, min_amp_speedup)):
             gate_failures.append(problem)
     for problem in gate_failures:
-        err.print(f"[bold red]gate failed[/]: {problem}")
+        err.print(f"[bold red]gate failed[/]: {escape(problem)}", markup=True)
     sys.exit(1 if gate_failures else 0)
 
 

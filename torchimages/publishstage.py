@@ -27,13 +27,23 @@ class PushOptions:
 
     def credentials(self) -> publish.Credentials | None:
         """From --registry-user with the password from the environment or stdin, else the docker config."""
+        self.check()
         if not self.registry_user:
             return publish.credentials_from_docker_config(self.repository.split("/", 1)[0])
-        password = sys.stdin.readline().rstrip("\n") if self.password_stdin else os.environ.get(self.password_env, "")
+        # rstrip("\r\n"): a password piped from a file written on Windows keeps no carriage return.
+        password = sys.stdin.readline().rstrip("\r\n") if self.password_stdin else os.environ.get(self.password_env, "")
         if not password:
             raise UserError(f"--registry-user needs a password: set {self.password_env} or use --password-stdin "
                             "(never on the command line)")
         return publish.Credentials(self.registry_user, password)
+
+    def check(self) -> None:
+        """Refusals that need no registry: made before anything is built."""
+        if "@" in self.repository.split("/", 1)[0]:
+            raise UserError("--registry must not carry credentials (they would land in the manifest): give the user "
+                            "with --registry-user and the password in TORCHIMAGES_REGISTRY_PASSWORD or on stdin")
+        if self.password_stdin and not self.registry_user:
+            raise UserError("--password-stdin needs --registry-user: the password on stdin is for that user")
 
 
 def push_report(report: Report, options: PushOptions, console: Console) -> bool:

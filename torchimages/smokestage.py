@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from .engine import image_exists
 from .errors import UserError
@@ -41,15 +42,16 @@ def test_images(jobs: list[BuildJob], report: Report, console: Console, *, requi
         result = runner.run(target_of(job))
         results.append(result)
         record_result(report, job, result)
-        state = "[green]passed[/]" if result.ok else "[bold red]FAILED[/]"
-        console.print(f"smoke: {job.image}: {state}: {result.summary()}", highlight=False)
+        state = "[green]passed[/]" if result.ok else "[bold red]FAILED[/]"  # the rest is escaped: names are user text
+        console.print(f"smoke: {escape(job.image)}: {state}: {escape(result.summary())}", highlight=False, markup=True)
         if result.tiers_summary():
             console.print(f"  GPU checks: {result.tiers_summary()}", highlight=False)
         for check in result.checks:
             if check.outcome == "failed":
-                console.print(f"  [red]failed[/] {check.name}: {first_lines(check.message)}", highlight=False)
+                console.print(f"  [red]failed[/] {escape(check.name)}: {escape(first_lines(check.message))}", highlight=False,
+                              markup=True)
         if result.error:
-            console.print(f"  [red]error[/] {result.error}", highlight=False)
+            console.print(f"  [red]error[/] {escape(result.error)}", highlight=False, markup=True)
     return results
 
 

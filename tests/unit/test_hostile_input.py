@@ -67,3 +67,25 @@ def test_a_trailing_newline_does_not_pass_the_name_or_registry_patterns() -> Non
     [registry] = problems_of('registry: "registry.example.com/ml/pytorch\\n"\nimages:\n'
                              '  - {flavor: cpu, torch: "2.13.0", python: "3.11"}\n')
     assert "is not a registry/repository reference" in registry
+
+
+@pytest.mark.parametrize("name", ["[/oops]", "[bold]x[/bold]"])
+def test_markup_in_user_text_is_printed_as_it_is(tmp_path: Path, name: str) -> None:
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(HEAD + f'  - {{flavor: cpu, torch: "2.13.0", python: "3.11", name: "{name}"}}\n')
+    result = run_cli("validate", "--matrix", str(matrix))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"'{name}' is not a valid image name" in result.stderr, "markup was swallowed from the message"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--registry", "ci:secret@r.example.com/ml/x"], "--registry must not carry credentials"),
+    (["--registry", "r.example.com/ml/x", "--password-stdin"], "--password-stdin needs --registry-user"),
+])
+def test_push_options_are_refused_before_anything_is_rendered_or_built(tmp_path: Path, extra: list[str],
+                                                                      message: str) -> None:
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    for dry in ([], ["--dry-run"]):
+        result = run_cli("--tag", "v2.7", "--only", "torch*-cpu-*", "--push", *extra, *dry, cwd=tmp_path)
+        assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.yaml"]

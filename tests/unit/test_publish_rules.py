@@ -105,3 +105,21 @@ def test_credentials_from_the_docker_config_are_read_and_nothing_is_written(monk
     assert PushOptions("r.example.com:5000/ml/x").credentials() == publish.Credentials("robot", "pa:ss")
     assert PushOptions("other.example.com/ml/x").credentials() is None
     assert config.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["config.json"]
+
+
+def test_a_carriage_return_from_stdin_is_not_part_of_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("from-windows\r\n"))
+    options = PushOptions("r.example.com/ml/x", registry_user="ci", password_stdin=True)
+    assert options.credentials() == publish.Credentials("ci", "from-windows")
+
+
+def test_password_stdin_without_a_user_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("secret\n"))
+    with pytest.raises(UserError, match="--password-stdin needs --registry-user"):
+        PushOptions("r.example.com/ml/x", password_stdin=True).credentials()
+
+
+@pytest.mark.parametrize("registry", ["ci:secret@r.example.com/ml/x", "token@r.example.com:5000/ml/x"])
+def test_credentials_in_the_registry_reference_are_refused(registry: str) -> None:
+    with pytest.raises(UserError, match="--registry must not carry credentials"):
+        PushOptions(registry, registry_user="ci").credentials()
