@@ -7,6 +7,7 @@ line numbers; version compatibility is checked afterwards by `specs`.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ STRING_FIELDS = ("name", "flavor", "torch", "cuda", "cudnn", "python", "ngc", "b
 LIST_FIELDS = ("variants", "apt", "pip")
 ENTRY_FIELDS = STRING_FIELDS + LIST_FIELDS
 TOP_FIELDS = ("registry", "images", "matrix")
+MAX_COMBINATIONS = 256  # a GitHub Actions job matrix runs at most 256 jobs
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,12 @@ def _matrix_entries(doc: Located, problems: list[Problem]) -> list[Entry]:
         elif not isinstance(values, list) or not values:
             problems.append(Problem(doc.file, key_line, "matrix", str(key), "an axis must be a non-empty list of values"))
     if len(problems) > before:
+        return []
+    axes = [values for key, values in block.items() if key not in ("include", "exclude")]
+    size = math.prod(len(values) for values in axes) if axes else 0
+    if size + len(block.get("include") or []) > MAX_COMBINATIONS:
+        problems.append(Problem(doc.file, line, "matrix", None, f"expands to {size} combinations; at most "
+                                f"{MAX_COMBINATIONS} (GitHub Actions' job-matrix limit): split the matrix"))
         return []
     return [Entry(origin=f"matrix combination {_short(c)}", line=line, values=c) for c in expand(block)]
 

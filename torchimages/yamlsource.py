@@ -16,6 +16,9 @@ from .errors import Problem, UserError
 
 Path_ = tuple[str | int, ...]
 MAX_DEPTH = 50
+# A matrix has a few hundred values; aliases that multiply past this (a "billion laughs" document) are refused
+# while converting, before they cost time or memory.
+MAX_VALUES = 20_000
 
 
 @dataclass
@@ -25,6 +28,7 @@ class Located:
     file: str
     data: Any
     lines: dict[Path_, int] = field(default_factory=dict)
+    values: int = 0  # nodes converted so far, aliases counted each time they are used
 
     def line(self, path: Path_) -> int | None:
         """The line of `path`, or of its nearest located parent."""
@@ -54,6 +58,8 @@ def load_text(text: str, file: str) -> Located:
     except yaml.YAMLError as exc:
         reason = str(exc).splitlines()[0]
         raise UserError([Problem(file, None, None, None, f"YAML error: {reason}")]) from None
+    except RecursionError:  # PyYAML's parser recurses per level, before _convert can count them
+        raise UserError([Problem(file, None, None, None, f"nesting deeper than {MAX_DEPTH} levels")]) from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -70,6 +76,10 @@ def load_file(path: Path) -> Located:
 
 def _convert(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, out: Located, depth: int) -> Any:
     out.lines.setdefault(path, node.start_mark.line + 1)
+    out.values += 1
+    if out.values > MAX_VALUES:
+        raise _error(out, node, f"the document expands to more than {MAX_VALUES} values (YAML aliases used again "
+                                "and again?); write the matrix out")
     if depth > MAX_DEPTH:
         raise _error(out, node, f"nesting deeper than {MAX_DEPTH} levels (a recursive alias?)")
     if isinstance(node, yaml.MappingNode):
