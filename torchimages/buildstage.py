@@ -127,7 +127,7 @@ def known_floors(previous_report: Path) -> dict[str, int]:
     """Floors the last report at this path measured, by image id: a no-op rebuild measures nothing again."""
     try:
         records = Report.load(previous_report).images if previous_report.is_file() else []
-    except (OSError, ValueError, TypeError, KeyError):
+    except UserError:  # an unreadable earlier report only means the floors are measured again
         return {}
     return {r.image_id: r.floor_bytes for r in records if r.image_id and r.floor_bytes}
 

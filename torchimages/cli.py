@@ -209,7 +209,11 @@ def report_result(report: Report, image: str) -> str | None:
 def finish(report: Report, options: BuildOptions, *, failed: bool = False) -> None:
     """Summary table and report; exit 1 if any image was not built or failed its smoke suite."""
     out.print(report.summary())
-    json_path, markdown_path = report.write(options.report_path)
+    try:
+        json_path, markdown_path = report.write(options.report_path)
+    except OSError as exc:  # after a whole build: say where it could not go, keep the images
+        raise UserError(f"the report could not be written to {options.report_path}: {exc.strerror or exc}; the images "
+                        "are built: give --report a writable path and run the same command again (it is a no-op)") from None
     out.print(f"report: {json_path} ({markdown_path.name})")
     smoke_failed = any(r.stages.get("smoke") and (r.stages["smoke"]["failed"] or r.stages["smoke"]["error"])
                        for r in report.images)

@@ -178,13 +178,20 @@ def credentials_from_docker_config(host: str) -> Credentials | None:
     """Credentials `docker login HOST` stored in the docker config (DOCKER_CONFIG or ~/.docker), if any."""
     folder = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
     try:
-        auths = json.loads((folder / "config.json").read_text()).get("auths", {})
-    except (OSError, ValueError):
+        config = json.loads((folder / "config.json").read_text())
+    except OSError:
         return None
-    entry = auths.get(host) or auths.get(f"https://{host}") or {}
-    if not entry.get("auth"):
+    except ValueError as exc:
+        raise UserError(f"{folder / 'config.json'}: not valid JSON ({exc}); fix it or log in again") from None
+    auths = config.get("auths") if isinstance(config, dict) else None
+    entry = (auths.get(host) or auths.get(f"https://{host}")) if isinstance(auths, dict) else None
+    if not isinstance(entry, dict) or not entry.get("auth"):
         return None
-    username, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+    try:
+        username, _, password = base64.b64decode(str(entry["auth"]), validate=True).decode().partition(":")
+    except ValueError:
+        raise UserError(f"{folder / 'config.json'}: the credentials stored for {host} are not base64 user:password; "
+                        f"run docker login {host} again") from None
     return Credentials(username, password)
 
 
@@ -204,6 +211,9 @@ def manifest(reports: list[Report], repository: str) -> dict[str, object]:
         for record in report.images:
             push = record.stages.get("push") or {}
             if push.get("digest") and not push.get("error"):
+                if not isinstance(record.stages.get("smoke"), dict):
+                    raise UserError(f"{record.image}: the report records a push but no smoke results; merge the "
+                                    "reports of runs that ran the smoke suite")
                 images[record.image] = {
                     "image": record.image, "variant": record.variant, "tag": push["reference"],
                     "reference": f"{push['reference'].rsplit(':', 1)[0]}@{push['digest']}", "digest": push["digest"],

@@ -174,9 +174,10 @@ def write_contexts(rendered: list, folder: Path) -> list[Path]:
 def rendered_release(out: Path) -> str | None:
     """The release tag the committed contexts were rendered with, if any."""
     try:
-        return json.loads((out / MARKER).read_text())["release"]
-    except (OSError, ValueError, KeyError):
+        release = json.loads((out / MARKER).read_text())["release"]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
+    return release if isinstance(release, str) else None
 
 
 def stale_paths(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) -> list[str]:

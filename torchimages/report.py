@@ -10,6 +10,8 @@ from typing import Any
 
 from rich.table import Table
 
+from .errors import UserError
+
 
 @dataclass
 class ImageRecord:
@@ -38,9 +40,14 @@ class Report:
 
     @classmethod
     def load(cls, path: Path) -> Report:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        images = [ImageRecord(**record) for record in data.pop("images")]
-        return cls(images=images, **data)
+        """A report this tool wrote; anything else is a UserError naming the file."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            images = [ImageRecord(**record) for record in data.pop("images")]
+            return cls(images=images, **data)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise UserError(f"{path}: not a build report written by this tool ({type(exc).__name__}: "
+                            f"{str(exc)[:200]})") from None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2) + "\n"
@@ -107,10 +114,15 @@ def tier_cell(counts: dict[str, int] | None) -> str:
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Write through a temporary sibling, so readers see the old file or the new one; the temporary file never stays."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8", suffix=".tmp") as tmp:
-        tmp.write(text)
-    Path(tmp.name).replace(path)
+        temporary = Path(tmp.name)
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        temporary.replace(path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def human(size: int | None) -> str:

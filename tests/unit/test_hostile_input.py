@@ -3,11 +3,16 @@ release tags are matched whole, and each refusal exits 2 with a message, never a
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
 
 import pytest
+
+from torchimages import publish
+from torchimages.errors import UserError
+from torchimages.report import atomic_write
 
 from .conftest import ROOT, problems_of, run_cli
 
@@ -121,3 +126,52 @@ def test_a_matrix_past_256_combinations_is_refused_at_once() -> None:
 def test_deep_nesting_is_a_located_error_not_a_traceback() -> None:
     problems, seconds = timed_problems("registry: r.example.com/ml/x\nimages: " + "[" * 5000 + "]" * 5000 + "\n")
     assert "nesting deeper than 50 levels" in problems[0] and seconds < 1, problems
+
+
+REPORT = {"release": "v1", "matrix": "matrix.yaml", "images": [{
+    "image": "x", "entry": "x", "variant": "base", "tag": "r/x:v1-x", "result": "built", "versions": {},
+    "stages": {"push": {"reference": "r.example.com/ml/x:v1-x", "digest": "sha256:" + "a" * 64, "error": None}}}]}
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    ("{not json", "JSONDecodeError"), ("[1, 2]", "TypeError"), ('{"release": "v1", "matrix": "m"}', "KeyError"),
+    (json.dumps({**REPORT, "images": [{**REPORT["images"][0], "bogus": 1}]}), "TypeError"),
+    (json.dumps(REPORT), "no smoke results"),
+])
+def test_manifest_of_a_malformed_report_is_a_clear_error(tmp_path: Path, content: str, why: str) -> None:
+    report = tmp_path / "report.json"
+    report.write_text(content)
+    result = run_cli("manifest", "--registry", "r.example.com/ml/x", "--out", str(tmp_path / "m.json"), str(report))
+    assert result.returncode == 2 and why in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize("marker", ["[]", '{"release": 7}', "{"])
+def test_a_malformed_rendered_json_is_not_a_traceback(tmp_path: Path, marker: str) -> None:
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "rendered.json").write_text(marker)
+    result = run_cli("render", "--check", "--out", str(images))
+    assert result.returncode == 2 and "--tag is required" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("config", "outcome"), [
+    ("[]", None), ('{"auths": []}', None), ('{"auths": {"r.example.com": "x"}}', None),
+    ("{", "not valid JSON"), ('{"auths": {"r.example.com": {"auth": "!!!"}}}', "are not base64 user:password"),
+])
+def test_a_malformed_docker_config_is_ignored_or_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str,
+                                                       outcome: str | None) -> None:
+    (tmp_path / "config.json").write_text(config)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    if outcome is None:
+        assert publish.credentials_from_docker_config("r.example.com") is None
+    else:
+        with pytest.raises(UserError, match=outcome):
+            publish.credentials_from_docker_config("r.example.com")
+
+
+def test_atomic_write_leaves_no_temporary_file_when_it_fails(tmp_path: Path) -> None:
+    (tmp_path / "report.json").mkdir()  # a folder where the file should go: the final rename fails
+    with pytest.raises(OSError):
+        atomic_write(tmp_path / "report.json", "{}")
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
