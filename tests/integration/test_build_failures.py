@@ -56,7 +56,6 @@ def private_base(api: docker.APIClient, base_image: str) -> Iterator[str]:
 
 def test_wrong_base_image(api: docker.APIClient, tmp_path: Path) -> None:
     matrix_file, images = render(tmp_path, "wrong-base")
-    started = time.monotonic()
     result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
                       "--base-image", "no-such-registry.invalid/debian:never", "--report", str(tmp_path / "r.json"),
                       "--logs", str(tmp_path / "logs"), timeout=300)
@@ -65,7 +64,6 @@ def test_wrong_base_image(api: docker.APIClient, tmp_path: Path) -> None:
     assert "FAILED wrong-base failed at Step 2/" in result.stderr and "FROM ${BASE_IMAGE}" in result.stderr
     assert "the base image no-such-registry.invalid/debian:never is not on this engine" in result.stderr
     assert "scripts/make-base-image.sh" in result.stderr
-    assert time.monotonic() - started < 120
     record = json.loads((tmp_path / "r.json").read_text())["images"][0]
     assert record["result"] == "failed" and "is not on this engine" in record["error"]
 

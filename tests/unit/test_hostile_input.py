@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -97,35 +96,28 @@ def test_push_options_are_refused_before_anything_is_rendered_or_built(tmp_path:
         assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.yaml"]
 
 
-def timed_problems(text: str) -> tuple[list[str], float]:
-    started = time.monotonic()
-    problems = problems_of(text)
-    return problems, time.monotonic() - started
-
-
-def test_an_alias_bomb_is_refused_at_once() -> None:
+def test_an_alias_bomb_is_refused() -> None:
     lines = ["registry: registry.example.com/ml/pytorch", 'a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
     lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]"
               for i in range(1, 9)]
     lines.append("images: *a8")
-    problems, seconds = timed_problems("\n".join(lines) + "\n")
+    # Without the limit this document expands to 9^9 values: minutes and gigabytes, not this message.
+    problems = problems_of("\n".join(lines) + "\n")
     assert "the document expands to more than 20000 values" in problems[0], problems
-    assert seconds < 1, f"refusing the alias bomb took {seconds:.1f} s"
 
 
-def test_a_matrix_past_256_combinations_is_refused_at_once() -> None:
+def test_a_matrix_past_256_combinations_is_refused() -> None:
     axis = "[" + ", ".join(f'"{i}"' for i in range(10)) + "]"
     text = ("registry: registry.example.com/ml/pytorch\nmatrix:\n  flavor: [cpu]\n"
             f"  torch: {axis}\n  python: {axis}\n  cuda: {axis}\n  cudnn: {axis}\n  ngc: {axis}\n  apt: [{axis}]\n")
-    problems, seconds = timed_problems(text)
+    problems = problems_of(text)
     assert problems == ["matrix.yaml:2: matrix: expands to 100000 combinations; at most 256 (GitHub Actions' job-matrix "
                         "limit): split the matrix"], problems
-    assert seconds < 1
 
 
 def test_deep_nesting_is_a_located_error_not_a_traceback() -> None:
-    problems, seconds = timed_problems("registry: r.example.com/ml/x\nimages: " + "[" * 5000 + "]" * 5000 + "\n")
-    assert "nesting deeper than 50 levels" in problems[0] and seconds < 1, problems
+    problems = problems_of("registry: r.example.com/ml/x\nimages: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert problems == ["matrix.yaml: nesting deeper than 50 levels"], problems
 
 
 REPORT = {"release": "v1", "matrix": "matrix.yaml", "images": [{
