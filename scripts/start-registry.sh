@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
 # Start a private registry (Debian's docker-registry, distribution 2.8) on 127.0.0.1:PORT with
 # htpasswd auth and TLS from a CA made here; the engine trusts the CA through its certs.d folder.
-# For tests and for trying the publish steps locally.
-#   REGISTRY_PASSWORD=... scripts/start-registry.sh DIR [PORT] [USER]
+# For tests and for trying the publish steps locally. The password comes on standard input, never on a
+# command line (where ps shows it to every user of the machine):
+#   printf '%s\n' "$PASSWORD" | scripts/start-registry.sh DIR [PORT] [USER]
 # Stop it with: kill "$(cat DIR/registry.pid)"
 set -euo pipefail
-dir=${1:?usage: REGISTRY_PASSWORD=... start-registry.sh DIR [PORT] [USER]}
+usage="usage: printf '%s\\n' \"\$PASSWORD\" | start-registry.sh DIR [PORT] [USER]"
+dir=${1:?${usage}}
 port=${2:-5443}
 user=${3:-ci}
-password=${REGISTRY_PASSWORD:?set REGISTRY_PASSWORD}
+if [ -t 0 ]; then
+    echo "start-registry.sh: give the password on standard input; ${usage}" >&2
+    exit 2
+fi
+password=""
+IFS= read -r password || true   # the last line may lack its newline
+password=${password%$'\r'}
+if [ -z "${password}" ]; then
+    echo "start-registry.sh: the password on standard input is empty; ${usage}" >&2
+    exit 2
+fi
 if ! command -v docker-registry > /dev/null || ! command -v htpasswd > /dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker-registry apache2-utils > /dev/null
 fi
@@ -23,7 +35,7 @@ if [ ! -f ca.crt ]; then
     openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 -extfile san.ext \
         -out server.crt 2> /dev/null
 fi
-htpasswd -Bbn "${user}" "${password}" > htpasswd   # bcrypt: distribution accepts nothing else
+htpasswd -iBn "${user}" <<< "${password}" > htpasswd   # -i: from stdin; bcrypt: distribution accepts nothing else
 cat > config.yml << CONFIG
 version: 0.1
 log: {level: warn}

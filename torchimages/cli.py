@@ -30,8 +30,38 @@ from .specs import Plan, release_problem, resolve
 # styled lines escape what they interpolate and ask for markup.
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 240, markup=False)
-matrix_option = click.option("--matrix", "matrix_path", type=click.Path(path_type=Path), default=Path("matrix.yaml"),
-                             show_default=True, help="The matrix file.")
+
+
+def matrix_option(function: Callable[..., None]) -> Callable[..., None]:
+    function = click.option("--matrix", "matrix_path", type=click.Path(path_type=Path), default=Path("matrix.yaml"),
+                            show_default=True, help="The matrix file.")(function)
+    return max_images_option(function)
+
+
+def images_folder(matrix_path: Path, given: Path | None) -> Path:
+    """Where a matrix's contexts are rendered: images/ for matrix.yaml, images/<name>/ for any other matrix, so
+    another matrix never replaces the committed renders."""
+    if given is not None:
+        return given
+    if matrix_path.resolve() == Path("matrix.yaml").resolve():
+        return Path("images")
+    return Path("images") / matrix_path.stem
+
+
+def images_option(flag: str, name: str, help_text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    return click.option(flag, name, type=click.Path(path_type=Path), default=None,
+                        help=f"{help_text} [images/ for matrix.yaml, images/NAME/ for another NAME.yaml].")
+
+
+def limit_images(ctx: click.Context, _param: click.Parameter, limit: int) -> int:
+    ctx.meta["max_images"] = limit
+    return limit
+
+
+# The limit is read where the matrix is loaded (load_plan), so every command that takes --matrix takes it too.
+max_images_option = click.option("--max-images", type=click.IntRange(min=1), default=matrix_stage.MAX_IMAGES,
+                                  show_default=True, expose_value=False, callback=limit_images, is_eager=True,
+                                  help="Refuse a matrix with more images than this (GitHub Actions runs 256 jobs at most).")
 
 
 def checked_release(_ctx: click.Context, _param: click.Parameter, release: str | None) -> str | None:
@@ -44,7 +74,9 @@ def checked_release(_ctx: click.Context, _param: click.Parameter, release: str |
 
 def load_plan(path: Path, quiet: bool = False) -> Plan:
     """Validate the matrix fully (shape, then compatibility) and print its warnings."""
-    plan = resolve(matrix_stage.load(path))
+    context = click.get_current_context(silent=True)
+    limit = context.meta.get("max_images", matrix_stage.MAX_IMAGES) if context else matrix_stage.MAX_IMAGES
+    plan = resolve(matrix_stage.load(path, max_images=limit))
     if not quiet:
         for spec in plan.specs:
             for warning in spec.warnings:
@@ -126,9 +158,11 @@ def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOpt
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @matrix_option
 @click.option("--tag", "release", callback=checked_release, help="Release tag that names this set of images, e.g. v2.7.")
+@images_option("--images", "images_dir", "Where to render the build contexts")
 @build_options
 @click.pass_context
-def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bool, **values: object) -> None:
+def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir: Path | None, dry_run: bool,
+         **values: object) -> None:
     """Turn matrix.yaml into proven PyTorch + CUDA + cuDNN images.
 
     Without a command: validate the matrix, render every build context into images/ and build
@@ -139,7 +173,7 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bo
     if not release:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
     plan = load_plan(matrix_path)
-    images_dir = Path("images")
+    images_dir = images_folder(matrix_path, images_dir)
     options = build_options_from(release, images_dir, values)
     if values["push"]:
         push_options_from(plan, values).check()  # before a long build, not after it
@@ -159,12 +193,12 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, dry_run: bo
 @main.command()
 @matrix_option
 @click.option("--tag", "release", callback=checked_release, required=True, help="Release tag, e.g. v2.7.")
-@click.option("--images", "images_dir", type=click.Path(path_type=Path), default=Path("images"), show_default=True,
-              help="Rendered contexts to build.")
+@images_option("--images", "images_dir", "Rendered contexts to build")
 @build_options
-def build(matrix_path: Path, release: str, images_dir: Path, dry_run: bool, **values: object) -> None:
+def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: bool, **values: object) -> None:
     """Build the rendered images (bases first, each variant FROM its base)."""
     plan = load_plan(matrix_path)
+    images_dir = images_folder(matrix_path, images_dir)
     options = build_options_from(release, images_dir, values)
     if dry_run:
         print_plan(plan, options)
@@ -178,7 +212,8 @@ def build(matrix_path: Path, release: str, images_dir: Path, dry_run: bool, **va
 
 def print_plan(plan: Plan, options: BuildOptions) -> None:
     jobs = buildstage.select(plan, options)
-    out.print(f"plan for release {options.release}: {len(jobs)} images, {options.jobs} at a time; no engine touched")
+    out.print(f"plan for release {options.release}: {len(jobs)} images from the contexts in {options.images_dir}/, "
+              f"{options.jobs} at a time; no engine touched")
     for line in buildstage.describe_plan(jobs):
         out.print(line)
 
@@ -261,7 +296,7 @@ def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavor
                variants: tuple[str, ...], require_gpu: bool, report: Path | None) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
     plan = load_plan(matrix_path, quiet=True)
-    options = BuildOptions(release=release, images_dir=Path("images"), only=only, flavors=flavors, variants=variants,
+    options = BuildOptions(release=release, images_dir=images_folder(matrix_path, None), only=only, flavors=flavors, variants=variants,
                            report=report)
     jobs = [job for job in buildstage.select(plan, options) if not only or any(fnmatch(job.image, g) for g in only)]
     results_report = smokestage.load_report(options.report_path, release, plan.file)
@@ -286,8 +321,8 @@ def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ..
         if not release:
             raise click.UsageError("--tag is required (or --local)")
         plan = load_plan(matrix_path, quiet=True)
-        options = BuildOptions(release=release, images_dir=Path("images"), only=only, variants=() if only else ("base",),
-                               report=report)
+        options = BuildOptions(release=release, images_dir=images_folder(matrix_path, None), only=only,
+                               variants=() if only else ("base",), report=report)
         runner = SmokeRunner()
         results = {job.image: bench.in_image(runner, job.tag, seconds) for job in buildstage.select(plan, options)}
         run_report = smokestage.load_report(options.report_path, release, plan.file)
@@ -325,10 +360,11 @@ def validate(matrix_path: Path) -> None:
 @matrix_option
 @click.option("--tag", "release", callback=checked_release,
               help="Release tag (default for --check: the tag images/ was rendered with).")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("images"), show_default=True)
+@images_option("--out", "out_dir", "Where to write the contexts")
 @click.option("--check", is_flag=True, help="Exit 1 if the rendered contexts under --out are stale.")
-def render(matrix_path: Path, release: str | None, out_dir: Path, check: bool) -> None:
+def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: bool) -> None:
     """Write each image's build context (Dockerfile plus the files it copies)."""
+    out_dir = images_folder(matrix_path, out_dir)
     release = release or (render_stage.rendered_release(out_dir) if check else None)
     if not release:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
@@ -357,7 +393,7 @@ def render(matrix_path: Path, release: str | None, out_dir: Path, check: bool) -
 def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str) -> None:
     """List the expanded images: name, variant, tag, flavor and versions."""
     plan = load_plan(matrix_path, quiet=fmt != "table")
-    release = release or render_stage.rendered_release(Path("images")) or "dev"
+    release = release or render_stage.rendered_release(images_folder(matrix_path, None)) or "dev"
     rows = image_rows(plan, release)
     if per == "entry":
         rows = [{**row, "images": [r["image"] for r in rows if r["entry"] == row["entry"]]}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import grammar
 from .errors import Problem, UserError
 from .yamlsource import Located, load_file, load_text
 
@@ -21,7 +22,11 @@ STRING_FIELDS = ("name", "flavor", "torch", "cuda", "cudnn", "python", "ngc", "b
 LIST_FIELDS = ("variants", "apt", "pip")
 ENTRY_FIELDS = STRING_FIELDS + LIST_FIELDS
 TOP_FIELDS = ("registry", "images", "matrix")
-MAX_COMBINATIONS = 256  # a GitHub Actions job matrix runs at most 256 jobs
+MAX_IMAGES = 256  # entries a matrix may hold by default: a GitHub Actions job matrix runs at most 256 jobs
+# The grammar each value must match before it is looked up or rendered (name and registry: specs).
+FIELD_GRAMMARS = {"torch": grammar.version_problem, "cuda": grammar.version_problem, "cudnn": grammar.version_problem,
+                  "python": grammar.version_problem, "ngc": grammar.version_problem,
+                  "base_image": grammar.image_reference_problem, "apt": grammar.apt_problem, "pip": grammar.pip_problem}
 
 
 @dataclass(frozen=True)
@@ -49,15 +54,15 @@ class Matrix:
     located: Located
 
 
-def load(path: Path) -> Matrix:
-    return parse(load_file(path))
+def load(path: Path, max_images: int = MAX_IMAGES) -> Matrix:
+    return parse(load_file(path), max_images)
 
 
-def loads(text: str, file: str = "matrix.yaml") -> Matrix:
-    return parse(load_text(text, file))
+def loads(text: str, file: str = "matrix.yaml", max_images: int = MAX_IMAGES) -> Matrix:
+    return parse(load_text(text, file), max_images)
 
 
-def parse(doc: Located) -> Matrix:
+def parse(doc: Located, max_images: int = MAX_IMAGES) -> Matrix:
     """Check the top level and every entry's shape; raise one UserError listing all problems."""
     problems: list[Problem] = []
     data = doc.data
@@ -74,7 +79,12 @@ def parse(doc: Located) -> Matrix:
     if not isinstance(registry, str) or not registry:
         problems.append(Problem(doc.file, doc.line(("registry",)), None, "registry",
                                 "required: a non-empty string such as 'registry.example.com/ml/pytorch'"))
-    entries = _listed_entries(doc, problems) + _matrix_entries(doc, problems)
+    listed = _listed_entries(doc, problems)
+    entries = listed + _matrix_entries(doc, problems, max_images, len(listed))
+    if len(listed) > max_images:
+        problems.append(Problem(doc.file, doc.line(("images",)), None, "images", f"lists {len(listed)} images; at most "
+                                f"{max_images} (GitHub Actions' job-matrix limit): split the matrix, or raise the limit "
+                                "with --max-images"))
     if not entries and not problems:
         problems.append(Problem(doc.file, doc.line(()), None, "images", "no images: add entries under 'images' or a 'matrix' block"))
     for entry in entries:
@@ -98,12 +108,12 @@ def _listed_entries(doc: Located, problems: list[Problem]) -> list[Entry]:
             problems.append(Problem(doc.file, doc.line(("images", index)), origin, None,
                                     f"an entry must be a mapping of {_names(ENTRY_FIELDS)}, not {_kind(item)}"))
             continue
-        label = f"{origin} '{item['name']}'" if isinstance(item.get("name"), str) else origin
+        label = f"{origin} {item['name']!r}" if isinstance(item.get("name"), str) else origin
         entries.append(Entry(origin=label, line=doc.line(("images", index)), values=dict(item), path=("images", index)))
     return entries
 
 
-def _matrix_entries(doc: Located, problems: list[Problem]) -> list[Entry]:
+def _matrix_entries(doc: Located, problems: list[Problem], max_images: int, listed: int) -> list[Entry]:
     block = doc.data.get("matrix")
     if block is None:
         return []
@@ -128,9 +138,11 @@ def _matrix_entries(doc: Located, problems: list[Problem]) -> list[Entry]:
         return []
     axes = [values for key, values in block.items() if key not in ("include", "exclude")]
     size = math.prod(len(values) for values in axes) if axes else 0
-    if size + len(block.get("include") or []) > MAX_COMBINATIONS:
-        problems.append(Problem(doc.file, line, "matrix", None, f"expands to {size} combinations; at most "
-                                f"{MAX_COMBINATIONS} (GitHub Actions' job-matrix limit): split the matrix"))
+    if listed + size + len(block.get("include") or []) > max_images:  # counted before expanding: 10^6 are never made
+        beside = f" beside {listed} listed images" if listed else ""
+        problems.append(Problem(doc.file, line, "matrix", None, f"expands to {size} combinations{beside}; at most "
+                                f"{max_images} images (GitHub Actions' job-matrix limit): split the matrix, or raise "
+                                "the limit with --max-images"))
         return []
     return [Entry(origin=f"matrix combination {_short(c)}", line=line, values=c) for c in expand(block)]
 
@@ -166,11 +178,9 @@ def check_entry_shape(file: str, entry: Entry, doc: Located) -> list[Problem]:
     for key, value in entry.values.items():
         if key not in ENTRY_FIELDS:
             problem(str(key), f"unknown key; valid keys: {_names(ENTRY_FIELDS)}")
-        elif key in STRING_FIELDS and not isinstance(value, str):
-            hint = f' (versions are strings: write {key}: "{value}")' if isinstance(value, (int, float)) else ""
-            problem(key, f"must be a string, not {_kind(value)}{hint}")
-        elif key in LIST_FIELDS and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-            problem(key, f"must be a list of strings, not {_kind(value)}")
+        else:
+            for why in _value_problems(entry, doc, key, value):
+                problem(key, why)
     flavor = entry.get("flavor")
     if flavor is None:
         problem("flavor", f"required; one of {_names(FLAVORS)}")
@@ -184,6 +194,29 @@ def check_entry_shape(file: str, entry: Entry, doc: Located) -> list[Problem]:
         if len(set(map(str, variants))) != len(variants):
             problem("variants", "lists a variant twice")
     return problems
+
+
+def _value_problems(entry: Entry, doc: Located, key: str, value: Any) -> list[str]:
+    """Wrong type, else each item outside its field's grammar."""
+    if key in STRING_FIELDS and not isinstance(value, str):
+        return [f"must be a string, not {_kind(value)}{_number_hint(entry, doc, key, value)}"]
+    if key in LIST_FIELDS and not isinstance(value, list):
+        return [f"must be a list of strings, not {_kind(value)}"]
+    items = value if isinstance(value, list) else [value]
+    odd = [i for i, v in enumerate(items) if not isinstance(v, str)]
+    if odd:
+        return [f"must be a list of strings: item {odd[0] + 1} is {_kind(items[odd[0]])} ({items[odd[0]]!r}); quote it"]
+    found = (grammar.control_problem(item) or (FIELD_GRAMMARS[key](item) if key in FIELD_GRAMMARS else None)
+             for item in items)
+    return [why for why in found if why]
+
+
+def _number_hint(entry: Entry, doc: Located, key: str, value: Any) -> str:
+    """YAML reads `torch: 2.10` as the number 2.1: quote the text as written, not the number."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return ""
+    written = doc.scalar_text((*entry.path, key)) if entry.path else None
+    return f' (versions are strings: write {key}: "{written or value}")'
 
 
 def _names(items: tuple[str, ...] | list[str]) -> str:

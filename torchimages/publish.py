@@ -8,16 +8,17 @@ forced; an identical image is not pushed again.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import docker
+import docker.auth
 import docker.errors
 import requests
 
@@ -112,6 +113,11 @@ class Publisher:
         repository, tag = reference.rsplit(":", 1)
         try:
             local_id = self.api.inspect_image(record.tag)["Id"]
+            tested = tested_image_id(record)
+            if tested and local_id != tested:
+                outcome.error = (f"refused: {record.tag} now points at {local_id[:19]}, not the image its smoke suite "
+                                 f"tested ({tested[:19]}); test it again before pushing")
+                return outcome
             remote = self._retrying(outcome, f"reading {reference}", lambda: self.registry.tag(self.name, tag))
             if remote and remote.config_digest == local_id:
                 outcome.digest = remote.digest
@@ -120,7 +126,7 @@ class Publisher:
                 outcome.error = (f"refused: {reference} already points at another image ({remote.digest}); release "
                                  "tags are immutable: choose a new --tag, or --force to move it")
                 return outcome
-            self.api.tag(record.tag, repository, tag)
+            self.api.tag(local_id, repository, tag)  # by ID: the tested image, even if record.tag moves now
             outcome.digest, outcome.size = self._retrying(outcome, f"pushing {reference}", lambda: self._push(repository, tag))
             outcome.pushed = True
             readback = self._retrying(outcome, f"reading {reference}", lambda: self.registry.tag(self.name, tag))
@@ -169,30 +175,47 @@ class Publisher:
         return digest, size
 
 
+def tested_image_id(record: ImageRecord) -> str | None:
+    """The ID of the image the smoke suite ran (recorded since the suite runs by ID), else the one built."""
+    smoke = record.stages.get("smoke")
+    return (smoke.get("image_id") if isinstance(smoke, dict) else None) or record.image_id
+
+
 def is_transient(message: str) -> bool:
     lowered = message.lower()
     return not any(marker in lowered for marker in DENIED) and any(marker in lowered for marker in TRANSIENT)
 
 
 def credentials_from_docker_config(host: str) -> Credentials | None:
-    """Credentials `docker login HOST` stored in the docker config (DOCKER_CONFIG or ~/.docker), if any."""
-    folder = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    """Credentials `docker login HOST` stored: in the docker config (DOCKER_CONFIG or ~/.docker), or in the credential
+    helper it names (credsStore, credHelpers: Docker Desktop, ECR, GCR), read through the Docker SDK as docker does."""
+    path = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
     try:
-        config = json.loads((folder / "config.json").read_text())
+        raw = json.loads(path.read_text())
     except OSError:
         return None
     except ValueError as exc:
-        raise UserError(f"{folder / 'config.json'}: not valid JSON ({exc}); fix it or log in again") from None
-    auths = config.get("auths") if isinstance(config, dict) else None
-    entry = (auths.get(host) or auths.get(f"https://{host}")) if isinstance(auths, dict) else None
-    if not isinstance(entry, dict) or not entry.get("auth"):
+        raise UserError(f"{path}: not valid JSON ({exc}); fix it or log in again") from None
+    if not isinstance(raw, dict) or not raw:
         return None
     try:
-        username, _, password = base64.b64decode(str(entry["auth"]), validate=True).decode().partition(":")
-    except ValueError:
-        raise UserError(f"{folder / 'config.json'}: the credentials stored for {host} are not base64 user:password; "
+        with warnings.catch_warnings():  # the SDK warns about a missing helper, then raises: the raise is reported
+            warnings.simplefilter("ignore")
+            entry = docker.auth.load_config(config_dict=raw).resolve_authconfig(host)
+    except docker.errors.InvalidConfigFile as exc:
+        raise UserError(f"{path}: {exc}; run docker login {host} again") from None
+    except docker.errors.DockerException as exc:  # a helper that is missing or fails
+        raise UserError(f"{path}: the credential helper for {host} failed: {exc}") from None
+    except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
+        raise UserError(f"{path}: the credentials stored for {host} are not base64 user:password; "
                         f"run docker login {host} again") from None
-    return Credentials(username, password)
+    if not entry:
+        return None
+    if entry.get("IdentityToken"):
+        raise UserError(f"{path}: {host} has an identity token, not a user and password; give --registry-user and "
+                        "TORCHIMAGES_REGISTRY_PASSWORD (or --password-stdin)")
+    username, password = entry.get("Username") or entry.get("username"), entry.get("Password") or entry.get("password")
+    return Credentials(str(username), str(password)) if username and password else None
 
 
 def default_ca(host: str) -> Path | None:

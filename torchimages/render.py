@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ class Context:
 
 
 def environment(settings: Settings = SETTINGS) -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(settings.templates)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -43,6 +44,10 @@ def environment(settings: Settings = SETTINGS) -> jinja2.Environment:
         lstrip_blocks=True,
         autoescape=False,
     )
+    # Every matrix value in a RUN line is one shell word whatever it holds: the matrix grammar is the first
+    # defence, this the second (a PEP 508 marker legitimately holds quotes, ';' and '<').
+    env.filters["shell_quote"] = shlex.quote
+    return env
 
 
 def labels(plan: Plan, spec: ImageSpec, release: str, variant: str, settings: Settings = SETTINGS) -> dict[str, str]:
@@ -138,6 +143,7 @@ def write(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) ->
         marker = {"release": release, "matrix": Path(plan.file).name, "images": [c.image for c in rendered]}
         (staging / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         staging.chmod(0o755)
+        keep_nested_renders(out, staging, {c.image for c in rendered})
         if out.exists():
             retired = staging.with_name(staging.name.replace(".rendering-", ".replaced-"))
             out.rename(retired)
@@ -150,10 +156,27 @@ def write(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) ->
     return dockerfiles
 
 
+def nested_renders(folder: Path) -> list[Path]:
+    """Renders of other matrices inside `folder` (images/<matrix name>/): each holds its own rendered.json."""
+    if not folder.is_dir():
+        return []
+    return sorted(child for child in folder.iterdir() if child.is_dir() and (child / MARKER).is_file())
+
+
+def keep_nested_renders(out: Path, staging: Path, images: set[str]) -> None:
+    """Move other matrices' renders into the new folder, so replacing images/ never deletes images/<matrix name>/."""
+    for nested in nested_renders(out):
+        if nested.name in images:
+            raise UserError(f"{nested} holds another matrix's render, and this matrix has an image named "
+                            f"'{nested.name}'; render one of them elsewhere (--out / --images)")
+        nested.rename(staging / nested.name)
+
+
 def check_output_folder(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: a file is there, not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+    written_by_render = (out / MARKER).is_file() or set(out.iterdir()) == set(nested_renders(out)) if out.is_dir() else True
+    if not written_by_render:
         raise UserError(f"--out {out}: refusing to replace a folder that render did not write (no {MARKER} in it); "
                         "give a new or empty folder")
 
@@ -192,6 +215,7 @@ def _diff(fresh: Path, current: Path) -> list[str]:
     if not current.is_dir():
         return [str(current)]
     want = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
-    have = {p.relative_to(current) for p in current.rglob("*") if p.is_file()}
+    nested = nested_renders(current)
+    have = {p.relative_to(current) for p in current.rglob("*") if p.is_file() and not any(n in p.parents for n in nested)}
     changed = [p for p in want & have if not filecmp.cmp(fresh / p, current / p, shallow=False)]
     return sorted(str(current / p) for p in (want ^ have) | set(changed))

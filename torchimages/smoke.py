@@ -20,7 +20,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -66,6 +66,10 @@ JUPYTER_FORMS = (
 )
 
 
+# A container variable a user may well set (a path with a quote, a '$'): ssh sessions must see it unchanged.
+QUOTING_PROBE = "it's $HOME and `id`; x"
+
+
 @dataclass(frozen=True)
 class SshForm:
     """One way users start sshd: the command after the image name (None: the default) and how the key arrives."""
@@ -99,6 +103,7 @@ class SmokeResult:
     gpus: int = 0
     checks: list[Check] = field(default_factory=list)
     error: str | None = None
+    image_id: str | None = None  # the image the suite ran: publish pushes this one, not whatever the tag holds later
 
     def count(self, outcome: str) -> int:
         return sum(1 for check in self.checks if check.outcome == outcome)
@@ -127,7 +132,8 @@ class SmokeResult:
     def record(self) -> dict[str, Any]:
         return {"passed": self.count("passed"), "failed": self.count("failed"), "skipped": self.count("skipped"),
                 "skipped_no_gpu": self.skipped_no_gpu, "seconds": round(self.seconds, 1), "gpus": self.gpus,
-                "tiers": self.tiers(), "error": self.error, "checks": [asdict(c) for c in self.checks]}
+                "tiers": self.tiers(), "error": self.error, "image_id": self.image_id,
+                "checks": [asdict(c) for c in self.checks]}
 
 
 @dataclass(frozen=True)
@@ -154,7 +160,10 @@ class SmokeRunner:
         containers: list[str] = []
         try:
             with tempfile.TemporaryDirectory(prefix="smoke-") as tmp:
-                facts = self._start(target, containers, Path(tmp))
+                result.image_id = self.api.inspect_image(target.tag)["Id"]
+                # Every container runs the image by ID, so a tag moved meanwhile cannot change what was tested.
+                facts = self._start(replace(target, tag=result.image_id), containers, Path(tmp))
+                facts["image"] = target.tag
                 result.gpus = facts["gpus"]
                 result.checks = self._pytest(target, facts, containers[0], Path(tmp))
         except (docker.errors.DockerException, RuntimeError, subprocess.TimeoutExpired) as exc:
@@ -238,7 +247,9 @@ class SmokeRunner:
         for form in SSH_FORMS:
             port = free_port()
             mounted = {str(public): {"bind": f"{home}/.ssh/authorized_keys", "mode": "ro"}} if form.mounted_key else None
-            environment = None if form.mounted_key else {"SSH_AUTHORIZED_KEYS": public.read_text()}
+            environment = {"NCCL_SMOKE_QUOTING": QUOTING_PROBE}  # must reach sessions as it is
+            if not form.mounted_key:
+                environment["SSH_AUTHORIZED_KEYS"] = public.read_text()
             containers.append(self.start_container(target.tag, command=form.command, port=port, container_port=22,
                                                    environment=environment, binds=mounted))
             servers[form.name] = {"port": port, "key": str(key), "container": containers[-1], "command": form.command,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from . import compat
+from . import compat, grammar
 from .compat import CompatData, TorchRelease, matches
 from .errors import Problem, UserError
 from .matrix import Entry, Matrix
@@ -78,7 +78,7 @@ def resolve(matrix: Matrix, data: CompatData | None = None) -> Plan:
     problems: list[Problem] = []
     if not REGISTRY.fullmatch(matrix.registry):  # fullmatch: `$` would let a trailing newline in
         problems.append(Problem(matrix.file, matrix.located.line(("registry",)), None, "registry",
-                                f"'{matrix.registry}' is not a registry/repository reference; "
+                                f"{matrix.registry!r} is not a registry/repository reference; "
                                 "use lowercase HOST[:PORT]/PATH, e.g. registry.example.com/ml/pytorch"))
     specs = []
     for entry in matrix.entries:
@@ -317,4 +317,4 @@ def _short(version: str) -> str:
 
 
 def _pip_name(requirement: str) -> str:
-    return re.split(r"[<>=!~\[; ]", requirement.strip(), maxsplit=1)[0].lower()
+    return grammar.requirement_name(requirement)

@@ -29,12 +29,17 @@ class Located:
     data: Any
     lines: dict[Path_, int] = field(default_factory=dict)
     values: int = 0  # nodes converted so far, aliases counted each time they are used
+    texts: dict[Path_, str] = field(default_factory=dict)  # plain scalars as written (2.10, not 2.1)
 
     def line(self, path: Path_) -> int | None:
         """The line of `path`, or of its nearest located parent."""
         while path not in self.lines and path:
             path = path[:-1]
         return self.lines.get(path)
+
+    def scalar_text(self, path: Path_) -> str | None:
+        """An unquoted scalar as written in the file, before YAML turned it into a number or a boolean."""
+        return self.texts.get(path)
 
 
 def load_text(text: str, file: str) -> Located:
@@ -96,6 +101,8 @@ def _convert(loader: yaml.SafeLoader, node: yaml.Node, path: Path_, out: Located
         return result
     if isinstance(node, yaml.SequenceNode):
         return [_convert(loader, item, (*path, i), out, depth + 1) for i, item in enumerate(node.value)]
+    if isinstance(node, yaml.ScalarNode) and not node.style:
+        out.texts[path] = node.value
     return loader.construct_object(node, deep=True)
 
 

@@ -261,7 +261,7 @@ def start_registry(folder: Path) -> Registry:
         port = sock.getsockname()[1]
     password = secrets.token_hex(12)
     result = subprocess.run(["bash", str(ROOT / "scripts" / "start-registry.sh"), str(folder), str(port), "ci"],
-                            env=dict(os.environ, REGISTRY_PASSWORD=password), capture_output=True, text=True,
+                            input=password + "\n", capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     return Registry(f"127.0.0.1:{port}", "ci", password, folder)

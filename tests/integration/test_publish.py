@@ -185,3 +185,57 @@ def test_credentials_from_stdin_and_from_the_docker_config_write_nothing(registr
         assert result.returncode == 0, f"push with credentials from the {name} failed:\n{result.stderr[-2000:]}"
         assert result.stderr.count(": unchanged ") == 3, result.stderr
     assert (config / "config.json").read_bytes() == before and [p.name for p in config.iterdir()] == ["config.json"]
+
+
+def test_the_smoke_suite_records_the_image_it_ran(tested_report: Path) -> None:
+    for record in Report.load(tested_report).images:
+        assert record.stages["smoke"]["image_id"] == record.image_id and record.image_id.startswith("sha256:"), record
+
+
+def test_a_retagged_image_is_not_pushed_with_another_images_results(api: docker.APIClient, registry: Registry,
+                                                                    tested_report: Path) -> None:
+    report = Report.load(tested_report)
+    base = next(r for r in report.images if r.variant == "base")
+    other = next(r for r in report.images if r.variant == "jupyter")
+    api.tag(other.tag, "localhost/retagged", "x")  # the tag the report names now holds another image
+    moved = copy.deepcopy(base)
+    moved.tag = "localhost/retagged:x"
+    publisher = publish.Publisher(api, f"{registry.host}/ml/retagged", ca=registry.folder / "ca.crt",
+                                  credentials=publish.Credentials(registry.user, registry.password), say=lambda _: None)
+    try:
+        [outcome] = publisher.publish(Report(report.release, report.matrix, images=[moved]))
+    finally:
+        api.remove_image("localhost/retagged:x")
+    assert outcome.error and "not the image its smoke suite tested" in outcome.error and not outcome.pushed, outcome
+    assert "ml/retagged" not in registry.catalog()
+
+
+HELPER = """#!/bin/sh
+read -r server
+echo "$1 $server" >> "{log}"
+[ "$1" = get ] && [ "$server" = "{host}" ] || {{ echo "credentials not found in native keychain"; exit 1; }}
+printf '{{"ServerURL": "%s", "Username": "{user}", "Secret": "{password}"}}' "$server"
+"""
+
+
+@pytest.mark.parametrize("config", ["credsStore", "credHelpers"])
+def test_credentials_from_a_docker_credential_helper(registry: Registry, pushed: dict, tmp_path: Path, config: str) -> None:
+    """After `docker login` through a helper (Docker Desktop, ECR, GCR), the config holds only the helper's name."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "helper.log"
+    bin_dir.mkdir()
+    helper = bin_dir / "docker-credential-test"
+    helper.write_text(HELPER.format(log=log, host=registry.host, user=registry.user, password=registry.password))
+    helper.chmod(0o755)
+    docker_config = tmp_path / "docker-config"
+    docker_config.mkdir()
+    value = "test" if config == "credsStore" else {registry.host: "test"}
+    (docker_config / "config.json").write_text(json.dumps({config: value}))
+    env = {k: v for k, v in os.environ.items() if k != "TORCHIMAGES_REGISTRY_PASSWORD"}
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "build.py"), "push", "--tag", RELEASE, "--report", str(pushed["report"]),
+         "--registry", f"{registry.host}/ml/pytorch", "--manifest", str(tmp_path / "release.json")], cwd=ROOT,
+        env={**env, "DOCKER_CONFIG": str(docker_config), "PATH": f"{bin_dir}:{env['PATH']}"}, capture_output=True,
+        text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stderr.count(": unchanged ") == 3, result.stderr
+    assert f"get {registry.host}" in log.read_text(), "the helper was never asked"

@@ -65,7 +65,7 @@ def test_matrix_table_and_json() -> None:
 def test_main_command_dry_run_lists_the_whole_matrix_without_an_engine() -> None:
     result = run_cli("--tag", "v2.7", "--dry-run", "--jobs", "2")
     assert result.returncode == 0, result.stderr
-    assert "plan for release v2.7: 12 images, 2 at a time; no engine touched" in result.stdout
+    assert "plan for release v2.7: 12 images from the contexts in images/, 2 at a time; no engine touched" in result.stdout
     assert " 12. torch2.13.0-cpu-py3.11-ssh" in result.stdout
     assert "order:   after torch2.13.0-cpu-py3.11" in result.stdout
     assert "context: images/torch2.13.0-cpu-py3.11-ssh" in result.stdout

@@ -68,10 +68,11 @@ def test_release_tags_inside_the_grammar_are_accepted(tag: str) -> None:
 
 def test_a_trailing_newline_does_not_pass_the_name_or_registry_patterns() -> None:
     [name] = problems_of(HEAD + '  - {flavor: cpu, torch: "2.13.0", python: "3.11", name: "cpu\\n"}\n')
-    assert "is not a valid image name" in name
+    assert "field 'name': holds the control or invisible character U+000A at position 4" in name
+    assert "\n" not in name, "the message itself must stay on one line"
     [registry] = problems_of('registry: "registry.example.com/ml/pytorch\\n"\nimages:\n'
                              '  - {flavor: cpu, torch: "2.13.0", python: "3.11"}\n')
-    assert "is not a registry/repository reference" in registry
+    assert "'registry.example.com/ml/pytorch\\n' is not a registry/repository reference" in registry
 
 
 @pytest.mark.parametrize("name", ["[/oops]", "[bold]x[/bold]"])
@@ -111,8 +112,24 @@ def test_a_matrix_past_256_combinations_is_refused() -> None:
     text = ("registry: registry.example.com/ml/pytorch\nmatrix:\n  flavor: [cpu]\n"
             f"  torch: {axis}\n  python: {axis}\n  cuda: {axis}\n  cudnn: {axis}\n  ngc: {axis}\n  apt: [{axis}]\n")
     problems = problems_of(text)
-    assert problems == ["matrix.yaml:2: matrix: expands to 100000 combinations; at most 256 (GitHub Actions' job-matrix "
-                        "limit): split the matrix"], problems
+    assert problems == ["matrix.yaml:2: matrix: expands to 100000 combinations; at most 256 images (GitHub Actions' "
+                        "job-matrix limit): split the matrix, or raise the limit with --max-images"], problems
+
+
+def test_the_image_limit_counts_listed_images_and_max_images_raises_it(tmp_path: Path) -> None:
+    matrix = tmp_path / "big.yaml"
+    matrix.write_text(HEAD + "".join(f'  - {{flavor: cpu, torch: "2.13.0", python: "3.11", name: n{i}}}\n' for i in range(300)))
+    refused = run_cli("validate", "--matrix", str(matrix))
+    assert refused.returncode == 2 and "field 'images': lists 300 images; at most 256" in refused.stderr, refused.stderr
+    raised = run_cli("matrix", "--matrix", str(matrix), "--max-images", "300", "--format", "json")
+    assert raised.returncode == 0, raised.stderr
+    assert len(json.loads(raised.stdout)) == 300
+    both = tmp_path / "both.yaml"
+    both.write_text(HEAD + '  - {flavor: cpu, torch: "2.13.0", python: "3.11", name: a}\n'
+                    'matrix:\n  flavor: [cpu]\n  torch: ["2.13.0"]\n  python: ["3.11", "3.12"]\n')
+    assert run_cli("validate", "--matrix", str(both), "--max-images", "3").returncode == 0
+    tight = run_cli("validate", "--matrix", str(both), "--max-images", "2")
+    assert tight.returncode == 2 and "expands to 2 combinations beside 1 listed images; at most 2 images" in tight.stderr
 
 
 def test_deep_nesting_is_a_located_error_not_a_traceback() -> None:
@@ -148,7 +165,7 @@ def test_a_malformed_rendered_json_is_not_a_traceback(tmp_path: Path, marker: st
 
 
 @pytest.mark.parametrize(("config", "outcome"), [
-    ("[]", None), ('{"auths": []}', None), ('{"auths": {"r.example.com": "x"}}', None),
+    ("[]", None), ('{"auths": []}', None), ('{"auths": {"r.example.com": "x"}}', "Invalid configuration for registry"),
     ("{", "not valid JSON"), ('{"auths": {"r.example.com": {"auth": "!!!"}}}', "are not base64 user:password"),
 ])
 def test_a_malformed_docker_config_is_ignored_or_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str,
@@ -167,3 +184,37 @@ def test_atomic_write_leaves_no_temporary_file_when_it_fails(tmp_path: Path) -> 
     with pytest.raises(OSError):
         atomic_write(tmp_path / "report.json", "{}")
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_another_matrix_renders_beside_the_committed_images_never_over_them(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    (tmp_path / "nightly.yaml").write_text(HEAD + '  - {flavor: cpu, torch: "2.13.0", python: "3.12", name: nightly-cpu}\n')
+    assert run_cli("render", "--tag", "v1", cwd=tmp_path).returncode == 0
+    committed = tree_of(tmp_path / "images")
+    other = run_cli("render", "--tag", "n1", "--matrix", "nightly.yaml", cwd=tmp_path)
+    assert other.returncode == 0 and "under images/nightly for release n1" in other.stdout, other.stderr
+    assert (tmp_path / "images/nightly/nightly-cpu/Dockerfile").is_file()
+    assert {k: v for k, v in tree_of(tmp_path / "images").items() if not k.startswith("nightly/")} == committed
+    # Rendering the main matrix again keeps the other render, and neither --check sees the other's files.
+    assert run_cli("render", "--tag", "v1", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "images/nightly/nightly-cpu/Dockerfile").is_file()
+    assert run_cli("render", "--check", cwd=tmp_path).returncode == 0
+    assert run_cli("render", "--check", "--matrix", "nightly.yaml", cwd=tmp_path).returncode == 0
+    plan = run_cli("--tag", "n1", "--matrix", "nightly.yaml", "--dry-run", cwd=tmp_path)
+    assert "1 images from the contexts in images/nightly/" in plan.stdout, plan.stdout
+    given = run_cli("--tag", "n1", "--matrix", "nightly.yaml", "--images", "elsewhere", "--dry-run", cwd=tmp_path)
+    assert "from the contexts in elsewhere/" in given.stdout, given.stdout
+
+
+def test_a_nested_render_named_like_an_image_is_not_swallowed(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    name = "torch2.13.0-cpu-py3.11"
+    (tmp_path / f"{name}.yaml").write_text(HEAD + '  - {flavor: cpu, torch: "2.13.0", python: "3.12", name: x}\n')
+    assert run_cli("render", "--tag", "v1", "--matrix", f"{name}.yaml", cwd=tmp_path).returncode == 0
+    clash = run_cli("render", "--tag", "v1", cwd=tmp_path)
+    assert clash.returncode == 2 and "holds another matrix's render" in clash.stderr, clash.stderr
+    assert (tmp_path / "images" / name / "x" / "Dockerfile").is_file()
+
+
+def tree_of(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}

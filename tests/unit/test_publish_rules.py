@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ import pytest
 from torchimages import publish
 from torchimages.errors import UserError
 from torchimages.publishstage import PushOptions
+
+from .conftest import ROOT
 
 
 def publisher(**options: object) -> publish.Publisher:
@@ -123,3 +127,57 @@ def test_password_stdin_without_a_user_is_refused(monkeypatch: pytest.MonkeyPatc
 def test_credentials_in_the_registry_reference_are_refused(registry: str) -> None:
     with pytest.raises(UserError, match="--registry must not carry credentials"):
         PushOptions(registry, registry_user="ci").credentials()
+
+
+HELPER = """#!/bin/sh
+# A docker-credential-* helper as docker calls it: the action as argument, the server URL on stdin.
+read -r server
+echo "$1 $server" >> "{log}"
+case "$1:$server" in
+    get:r.example.com:5000) printf '{{"ServerURL": "%s", "Username": "robot", "Secret": "from-helper"}}' "$server" ;;
+    get:broken.example.com) echo "the keychain is locked" >&2; exit 1 ;;
+    get:*) echo "credentials not found in native keychain"; exit 1 ;;
+esac
+"""
+
+
+def install_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict) -> Path:
+    bin_dir, log = tmp_path / "bin", tmp_path / "helper.log"
+    bin_dir.mkdir()
+    helper = bin_dir / "docker-credential-fake"
+    helper.write_text(HELPER.format(log=log))
+    helper.chmod(0o755)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    return log
+
+
+@pytest.mark.parametrize("config", [{"credsStore": "fake"}, {"credHelpers": {"r.example.com:5000": "fake"}},
+                                    {"auths": {"r.example.com:5000": {}}, "credsStore": "fake"}])
+def test_credentials_come_from_the_helper_the_docker_config_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  config: dict) -> None:
+    log = install_helper(tmp_path, monkeypatch, config)
+    assert PushOptions("r.example.com:5000/ml/x").credentials() == publish.Credentials("robot", "from-helper")
+    assert log.read_text().splitlines() == ["get r.example.com:5000"]
+
+
+def test_a_helper_without_an_entry_means_no_credentials_and_a_failing_one_is_named(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    install_helper(tmp_path, monkeypatch, {"credsStore": "fake"})
+    assert publish.credentials_from_docker_config("other.example.com") is None
+    with pytest.raises(UserError, match=r"the credential helper for broken\.example\.com failed"):
+        publish.credentials_from_docker_config("broken.example.com")
+    (tmp_path / "config.json").write_text(json.dumps({"credsStore": "missing"}))
+    with pytest.raises(UserError, match="docker-credential-missing"):
+        publish.credentials_from_docker_config("r.example.com:5000")
+
+
+@pytest.mark.parametrize(("stdin", "message"), [("", "the password on standard input is empty"),
+                                                ("\r\n", "the password on standard input is empty")])
+def test_start_registry_takes_its_password_from_stdin_only(tmp_path: Path, stdin: str, message: str) -> None:
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "start-registry.sh"), str(tmp_path / "r"), "1", "ci"],
+                            input=stdin, capture_output=True, text=True, timeout=30, check=False,
+                            env={**os.environ, "REGISTRY_PASSWORD": "ignored-now"})
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "r").exists(), "nothing is made before the password is known"
