@@ -41,7 +41,7 @@ def local(seconds: float, python: str = sys.executable) -> dict[str, Any]:
     completed = subprocess.run([python, str(SCRIPT), str(seconds)], capture_output=True, text=True, timeout=TIMEOUT,
                                check=False)
     if completed.returncode != 0:
-        raise UserError(f"the benchmark failed:\n{completed.stderr[-3000:]}")
+        raise UserError("the benchmark failed; its output ends:", detail=completed.stderr[-3000:])
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 

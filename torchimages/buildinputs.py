@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from . import grammar
 from .errors import UserError
 
 # Wheels of torch and the CUDA stack it depends on (file names use underscores for dashes).
@@ -33,6 +34,13 @@ class BuildInputs:
 
     def check(self) -> None:
         """Refuse inputs that cannot work or would leak, before anything is built."""
+        for option, url in (("--pip-index-url", self.pip_index_url), ("--torch-index-url", self.torch_index_url),
+                            ("--apt-mirror", self.apt_mirror)):
+            if url and (why := grammar.url_problem(url, option)):
+                raise UserError(why)
+        if self.base_image and (why := grammar.control_problem(self.base_image) or
+                                grammar.image_reference_problem(self.base_image)):
+            raise UserError(f"--base-image: {why}")
         if self.apt_mirror and "@" in urlsplit(self.apt_mirror).netloc:  # user, password or token
             raise UserError("--apt-mirror must not contain credentials: apt runs in the final image's build stage, "
                             "whose arguments Docker records; use an authenticating proxy (HTTP_PROXY) instead")

@@ -20,7 +20,7 @@ from .buildinputs import BuildInputs
 from .buildstage import BuildOptions
 from .errors import UserError
 from .matrix import FLAVORS, VARIANTS
-from .publishstage import PushOptions, push_report
+from .publishstage import PushOptions, check_repository, push_report
 from .report import Report
 from .settings import ROOT_ENV, SETTINGS, is_checkout
 from .smoke import SmokeRunner
@@ -279,6 +279,7 @@ def push(matrix_path: Path, release: str, report: Path | None, **values: object)
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False))
 def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -> None:
     """Merge the reports of separate per-image runs into one release manifest."""
+    check_repository(repository)
     data = publish.manifest([Report.load(p) for p in reports], repository)
     json_path, markdown_path = publish.write_manifest(data, out_path)
     out.print(f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images")
@@ -439,7 +440,9 @@ def run() -> None:
         main.main(standalone_mode=False)
     except UserError as exc:
         for problem in exc.problems:
-            err.print(f"error: {problem}" if problem.file else f"error: {problem.message}")
+            err.print(f"error: {problem}")
+        if exc.detail:
+            err.print(exc.detail)
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
         # click turns Ctrl-C (and our SIGTERM handler's KeyboardInterrupt) into Abort

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
+
+# What a message never prints raw: a value's newline would forge a second message line, an escape sequence or a
+# right-to-left override would hide what the value really is.
+HIDDEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def visible(text: str) -> str:
+    """`text` on one line, with each control or invisible character written as an escape (\\n, \\x1b, \\u202e)."""
+    if all(unicodedata.category(c) not in HIDDEN for c in text):
+        return text
+    return "".join(NAMED.get(c) or (c.encode("unicode_escape").decode() if unicodedata.category(c) in HIDDEN else c)
+                   for c in text)
 
 
 @dataclass(frozen=True)
@@ -16,13 +30,15 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        if not self.file:
+            return visible(self.message)
         where = f"{self.file}:{self.line}" if self.line else self.file
         parts = [where]
         if self.entry:
             parts.append(self.entry)
         if self.field:
             parts.append(f"field '{self.field}'")
-        return ": ".join(parts) + f": {self.message}"
+        return visible(": ".join(parts) + f": {self.message}")
 
 
 class UserError(Exception):
@@ -30,8 +46,9 @@ class UserError(Exception):
 
     exit_code = 2
 
-    def __init__(self, problems: list[Problem] | str) -> None:
+    def __init__(self, problems: list[Problem] | str, *, detail: str = "") -> None:
         if isinstance(problems, str):
             problems = [Problem(file="", line=None, entry=None, field=None, message=problems)]
         self.problems = problems
-        super().__init__("\n".join(str(p) if p.file else p.message for p in problems))
+        self.detail = detail  # output of a tool that failed (a log tail), printed as it is below the problems
+        super().__init__("\n".join(str(p) for p in problems))

@@ -86,3 +86,17 @@ def pip_problem(value: str) -> str | None:
 def requirement_name(value: str) -> str:
     """The canonical project name of a requirement that passed `pip_problem` ('Torch_Vision[x]' -> 'torch-vision')."""
     return canonicalize_name(Requirement(value).name)
+
+
+# An index or mirror URL: it becomes a build argument, and APT_MIRROR a sed replacement ('#', '&' and '\\' would
+# change the expression).
+URL = re.compile(r"https?://[A-Za-z0-9._~%!$'()*+,;=:@-]+(/[A-Za-z0-9._~%!$'()*+,;=:@/-]*)?")
+
+
+def url_problem(value: str, option: str) -> str | None:
+    why = control_problem(value)
+    if why:
+        return f"{option}: {why}"
+    if URL.fullmatch(value) and urlsplit(value).hostname:
+        return None
+    return f"{option} {value!r} is not an http(s) URL without spaces, '#', '&', '?' or '\\' (e.g. https://mirror.example.com/simple)"

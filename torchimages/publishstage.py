@@ -9,10 +9,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import publish
+from . import grammar, publish
 from .engine import connect
 from .errors import UserError
 from .report import Report
+from .specs import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,17 @@ class PushOptions:
                             "with --registry-user and the password in TORCHIMAGES_REGISTRY_PASSWORD or on stdin")
         if self.password_stdin and not self.registry_user:
             raise UserError("--password-stdin needs --registry-user: the password on stdin is for that user")
+        check_repository(self.repository)
+        if self.registry_user is not None and (grammar.control_problem(self.registry_user) or ":" in self.registry_user
+                                               or not self.registry_user):
+            raise UserError(f"--registry-user {self.registry_user!r} is not a user name: one line of visible text "
+                            "without ':'")
+
+
+def check_repository(repository: str) -> None:
+    if not REGISTRY.fullmatch(repository):
+        raise UserError(f"--registry {repository!r} is not a registry/repository reference; use lowercase "
+                        "HOST[:PORT]/PATH, e.g. registry.example.com/ml/pytorch")
 
 
 def push_report(report: Report, options: PushOptions, console: Console) -> bool:

@@ -60,3 +60,23 @@ def test_build_args_carry_the_inputs(monkeypatch: pytest.MonkeyPatch, tmp_path: 
 def test_inputs_that_cannot_work_are_refused(inputs: BuildInputs, message: str) -> None:
     with pytest.raises(UserError, match=message):
         inputs.check()
+
+
+@pytest.mark.parametrize(("inputs", "message"), [
+    (BuildInputs(apt_mirror="http://mirror.example.com#&\\1"), "--apt-mirror 'http://mirror.example.com#&\\\\1' is not an http"),
+    (BuildInputs(apt_mirror="ftp://mirror.example.com"), "is not an http(s) URL"),
+    (BuildInputs(pip_index_url="https://pypi.example.com/simple --trusted-host evil"), "is not an http(s) URL"),
+    (BuildInputs(torch_index_url="https://download.pytorch.org/whl/cpu\nRUN id"), "--torch-index-url: holds the control"),
+    (BuildInputs(base_image="debian:bookworm\nRUN id"), "--base-image: holds the control"),
+    (BuildInputs(base_image="$(id)"), "--base-image: '$(id)' is not an image reference"),
+])
+def test_urls_and_the_base_image_have_a_grammar(inputs: BuildInputs, message: str) -> None:
+    with pytest.raises(UserError) as caught:
+        inputs.check()
+    assert message in str(caught.value.problems[0].message), caught.value.problems
+
+
+def test_ordinary_urls_and_base_images_pass() -> None:
+    BuildInputs(apt_mirror="http://172.17.0.1:8080", pip_index_url="https://user:token@pypi.example.com/simple/",
+                torch_index_url="https://download.pytorch.org/whl/cu121",
+                base_image="127.0.0.1:5443/ml/base:v1@sha256:" + "0" * 64).check()
