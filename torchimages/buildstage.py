@@ -63,8 +63,7 @@ def describe_plan(jobs: list[BuildJob]) -> list[str]:
 
 def build(plan: Plan, options: BuildOptions, console: Console) -> Report:
     """Build the selected images; the report records every one, built or not."""
-    jobs = select(plan, options)
-    options.inputs.check()
+    jobs = select(plan, options)  # options.inputs were checked when the options were made (cli.build_options_from)
     missing = [str(job.context) for job in jobs if not (job.context / "Dockerfile").is_file()]
     if missing:
         raise UserError(f"no rendered context at {', '.join(missing[:3])}: run python build.py render --tag {options.release}")

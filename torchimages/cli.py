@@ -64,6 +64,11 @@ max_images_option = click.option("--max-images", type=click.IntRange(min=1), def
                                   help="Refuse a matrix with more images than this (GitHub Actions runs 256 jobs at most).")
 
 
+def tag_option(help_text: str, *, required: bool = False) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """--tag, checked against Docker's tag grammar by every command that takes it."""
+    return click.option("--tag", "release", callback=checked_release, required=required, help=help_text)
+
+
 def checked_release(_ctx: click.Context, _param: click.Parameter, release: str | None) -> str | None:
     """--tag becomes part of image tags and of folder names: refuse what Docker's tag grammar refuses."""
     problem = release_problem(release) if release is not None else None
@@ -157,7 +162,7 @@ def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOpt
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @matrix_option
-@click.option("--tag", "release", callback=checked_release, help="Release tag that names this set of images, e.g. v2.7.")
+@tag_option("Release tag that names this set of images, e.g. v2.7.")
 @images_option("--images", "images_dir", "Where to render the build contexts")
 @build_options
 @click.pass_context
@@ -192,7 +197,7 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
 
 @main.command()
 @matrix_option
-@click.option("--tag", "release", callback=checked_release, required=True, help="Release tag, e.g. v2.7.")
+@tag_option("Release tag, e.g. v2.7.", required=True)
 @images_option("--images", "images_dir", "Rendered contexts to build")
 @build_options
 def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: bool, **values: object) -> None:
@@ -258,7 +263,7 @@ def finish(report: Report, options: BuildOptions, *, failed: bool = False) -> No
 
 @main.command()
 @matrix_option
-@click.option("--tag", "release", callback=checked_release, required=True, help="Release tag of the tested images, e.g. v2.7.")
+@tag_option("Release tag of the tested images, e.g. v2.7.", required=True)
 @click.option("--report", type=click.Path(path_type=Path, exists=True), help="Report of the run [reports/RELEASE/build-report.json].")
 @push_options
 def push(matrix_path: Path, release: str, report: Path | None, **values: object) -> None:
@@ -287,7 +292,7 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 
 @main.command(name="test")
 @matrix_option
-@click.option("--tag", "release", callback=checked_release, required=True, help="Release tag of the built images, e.g. v2.7.")
+@tag_option("Release tag of the built images, e.g. v2.7.", required=True)
 @click.option("--only", multiple=True, metavar="GLOB", help="Image names to test (repeatable).")
 @click.option("--flavor", "flavors", multiple=True, type=click.Choice(FLAVORS), help="Only these flavors.")
 @click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants.")
@@ -307,7 +312,7 @@ def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavor
 
 @main.command(name="bench")
 @matrix_option
-@click.option("--tag", "release", callback=checked_release, help="Release tag of the built images, e.g. v2.7 (not with --local).")
+@tag_option("Release tag of the built images, e.g. v2.7 (not with --local).")
 @click.option("--only", multiple=True, metavar="GLOB", help="Image names to measure (repeatable; default: base images).")
 @click.option("--local", is_flag=True, help="Measure this host's own Python instead of images.")
 @click.option("--seconds", default=2.0, show_default=True, help="Measuring time per case.")
@@ -359,8 +364,7 @@ def validate(matrix_path: Path) -> None:
 
 @main.command()
 @matrix_option
-@click.option("--tag", "release", callback=checked_release,
-              help="Release tag (default for --check: the tag images/ was rendered with).")
+@tag_option("Release tag (default for --check: the tag images/ was rendered with).")
 @images_option("--out", "out_dir", "Where to write the contexts")
 @click.option("--check", is_flag=True, help="Exit 1 if the rendered contexts under --out are stale.")
 def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: bool) -> None:
@@ -386,8 +390,7 @@ def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: 
 
 @main.command(name="matrix")
 @matrix_option
-@click.option("--tag", "release", callback=checked_release, default=None,
-              help="Release tag used in image tags (default: the rendered one, or 'dev').")
+@tag_option("Release tag used in image tags (default: the rendered one, or 'dev').")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default="table", show_default=True)
 @click.option("--per", type=click.Choice(["image", "entry"]), default="image", show_default=True,
               help="One row per image, or per matrix entry (its base image with its variants).")

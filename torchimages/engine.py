@@ -49,7 +49,7 @@ class BuildOutcome:
     # were removed after a failure or a cancel.
     created: list[str] = field(default_factory=list)
     removed: int = 0
-    _reused: bool = False
+    _reused: bool = field(default=False, init=False, repr=False)  # stream state: the current step reused the cache
 
     @property
     def ok(self) -> bool:
