@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import docker.errors
+import requests
 from rich.table import Table
 
+from .engine import connect
 from .errors import UserError
 from .settings import SETTINGS
 from .smoke import SmokeRunner
@@ -24,16 +26,42 @@ SCRIPT = SETTINGS.root / "benchmarks" / "probes" / "train_bench.py"
 TIMEOUT = 1800
 
 
+def runner() -> SmokeRunner:
+    """A runner whose engine connection waits as long as the benchmark may run (the default client gives up at 600 s)."""
+    return SmokeRunner(api=connect(TIMEOUT + 120))
+
+
 def in_image(runner: SmokeRunner, tag: str, seconds: float) -> dict[str, Any]:
-    """Run the benchmark in a container of `tag` started as users run it (GPUs, a large /dev/shm)."""
-    container = runner.start_container(tag, command=["sleep", "infinity"])
+    """Run the benchmark in a container of `tag` started as users run it (GPUs, a large /dev/shm).
+
+    A failure is returned as {"error": ...}, so one image's failure leaves the other images' results.
+    """
+    try:
+        container = runner.start_container(tag, command=["sleep", "infinity"])
+    except docker.errors.DockerException as exc:
+        return {"error": f"could not start {tag}: {exc}"}
     try:
         runner.upload(container, [SCRIPT], "torchimages-bench")
-        output = runner.exec(container, ["python", "/tmp/torchimages-bench/train_bench.py", str(seconds)], TIMEOUT)
+        code, stdout, stderr = runner.exec_split(container, ["python", "/tmp/torchimages-bench/train_bench.py",
+                                                             str(seconds)], TIMEOUT)
+    except (docker.errors.DockerException, requests.RequestException) as exc:
+        return {"error": f"the benchmark could not run in {tag}: {exc}"}
     finally:
         with contextlib.suppress(docker.errors.APIError):
             runner.api.remove_container(container, force=True)
-    return json.loads(output.strip().splitlines()[-1])
+    return parse_result(code, stdout, stderr)
+
+
+def parse_result(code: int, stdout: str, stderr: str) -> dict[str, Any]:
+    """The JSON the script prints on stdout (library warnings go to stderr and are never parsed)."""
+    lines = stdout.strip().splitlines()
+    if code != 0 or not lines:
+        exit_text = "timed out" if code == 124 else f"exited {code}"
+        return {"error": f"the benchmark {exit_text}: " + " | ".join(stderr.strip().splitlines()[-3:])}
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return {"error": f"the benchmark printed no result; its last line: {lines[-1][:300]}"}
 
 
 def local(seconds: float, python: str = sys.executable) -> dict[str, Any]:
@@ -42,11 +70,15 @@ def local(seconds: float, python: str = sys.executable) -> dict[str, Any]:
                                check=False)
     if completed.returncode != 0:
         raise UserError("the benchmark failed; its output ends:", detail=completed.stderr[-3000:])
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    result = parse_result(completed.returncode, completed.stdout, completed.stderr)
+    if "error" in result:
+        raise UserError(result["error"])
+    return result
 
 
 def table(title: str, result: dict[str, Any]) -> Table:
-    view = Table(title=f"{title} ({result['device']}, torch {result['torch']})")
+    note = f"; {result['note']}" if result.get("note") else ""
+    view = Table(title=f"{title} ({result['device']}, torch {result['torch']}{note})")
     for column in ("case", "baseline", "per s", "with", "per s", "speedup", "unit"):
         view.add_column(column)
     for row in result["rows"]:

@@ -16,6 +16,7 @@ from rich.table import Table
 from . import bench, buildstage, publish, smokestage
 from . import matrix as matrix_stage
 from . import render as render_stage
+from . import selfcheck as selfcheck_stage
 from .buildinputs import BuildInputs
 from .buildstage import BuildOptions
 from .errors import UserError
@@ -23,7 +24,6 @@ from .matrix import FLAVORS, VARIANTS
 from .publishstage import PushOptions, check_repository, push_report
 from .report import Report
 from .settings import ROOT_ENV, SETTINGS, is_checkout
-from .smoke import SmokeRunner
 from .specs import Plan, release_problem, resolve
 
 # markup=False: user and engine text ("[/x]" in a name, a tag or a build log line) is printed as it is; the few
@@ -329,28 +329,37 @@ def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ..
         plan = load_plan(matrix_path, quiet=True)
         options = BuildOptions(release=release, images_dir=images_folder(matrix_path, None), only=only,
                                variants=() if only else ("base",), report=report)
-        runner = SmokeRunner()
-        results = {job.image: bench.in_image(runner, job.tag, seconds) for job in buildstage.select(plan, options)}
+        runner = bench.runner()
+        results = {}
+        for job in buildstage.select(plan, options):
+            results[job.image] = bench.in_image(runner, job.tag, seconds)
         run_report = smokestage.load_report(options.report_path, release, plan.file)
         for record in run_report.images:
             if record.image in results:
                 record.stages["bench"] = results[record.image]
         run_report.write(options.report_path)
-    gate_failures = []
+    gate_failures, errors = [], []
     for name, result in results.items():
+        if "error" in result:  # the other images' results still print
+            errors.append(f"{name}: {result['error']}")
+            continue
         out.print(bench.table(name, result))
         if min_amp_speedup is not None and (problem := bench.amp_gate(result, min_amp_speedup)):
             gate_failures.append(problem)
+    for problem in errors:
+        err.print(f"[bold red]bench failed[/]: {escape(problem)}", markup=True)
     for problem in gate_failures:
         err.print(f"[bold red]gate failed[/]: {escape(problem)}", markup=True)
-    sys.exit(1 if gate_failures else 0)
+    sys.exit(1 if gate_failures or errors else 0)
 
 
 @main.command()
+@click.option("--python", "python", default=sys.executable, show_default=True,
+              help="The interpreter that has torch; pytest runs in this one.")
 @click.option("--require-gpu", is_flag=True, help="Fail, instead of skip, the GPU checks when no GPU is present.")
-def selfcheck(require_gpu: bool) -> None:
-    """Run the suite's GPU and compute checks against this host's own Python (no Docker needed)."""
-    sys.exit(smokestage.selfcheck(require_gpu=require_gpu))
+def selfcheck(python: str, require_gpu: bool) -> None:
+    """The suite's GPU and compute checks against this host's torch (a GPU machine without Docker)."""
+    sys.exit(selfcheck_stage.main(["--python", python, *(["--require-gpu"] if require_gpu else [])]))
 
 
 @main.command()

@@ -12,6 +12,7 @@ import io
 import json
 import re
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -42,7 +43,10 @@ SUITES = {
 }
 HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's host id in test names
 SHM_SIZE = "2g"  # DataLoader workers and NCCL pass tensors through /dev/shm (64 MB by default)
-SUITE_TIMEOUT = 900
+# Above the sum of the checks' own timeouts (each command in a container runs under `timeout`); past it pytest is
+# interrupted, and what ran until then is still reported (run_pytest).
+SUITE_TIMEOUT = 3600
+INTERRUPT_GRACE = 60
 TIERS = {"gpu-ready": "proven without a GPU", "needs-gpu": "needs a GPU"}  # set by tests/smoke/conftest.py
 
 
@@ -148,11 +152,16 @@ class Target:
 
 
 class SmokeRunner:
-    def __init__(self, *, require_gpu: bool = False, label_prefix: str = SETTINGS.label_prefix) -> None:
-        self.api = connect(600)
+    def __init__(self, *, require_gpu: bool = False, label_prefix: str = SETTINGS.label_prefix,
+                 api: docker.APIClient | None = None) -> None:
+        self.api = api or connect(600)
         self.require_gpu = require_gpu
         self.label_prefix = label_prefix
-        self.nvidia = "nvidia" in (self.api.info().get("Runtimes") or {})
+        # Every container asks for all GPUs, as `docker run --gpus all` does (the NVIDIA container toolkit needs no
+        # `nvidia` runtime in `docker info`); an engine that refuses the request is remembered, and asked no more.
+        self.gpu_request: bool | None = None
+        self.gpu_note = ""
+        self.shm_size: str | None = SHM_SIZE  # None: Docker's default 64 MB, as a user who forgets --shm-size gets
 
     def run(self, target: Target) -> SmokeResult:
         started = time.monotonic()
@@ -192,23 +201,40 @@ class SmokeRunner:
         else:
             containers.append(self.start_container(target.tag, command=["sleep", "infinity"]))
         self._upload_probes(containers[0])
-        facts["gpus"] = self._gpu_count(containers[0])
+        facts["gpus"], facts["gpu_error"] = self._gpus(containers[0])
+        facts["gpu_note"] = self.gpu_note
         return facts
 
     def start_container(self, tag: str, *, command: list[str] | None = None, environment: dict[str, str] | None = None,
                 port: int | None = None, container_port: int | None = None, user: str | None = None,
                 binds: dict[str, dict[str, str]] | None = None) -> str:
-        """Create and start a container as `docker run` would, with a GPU request when the engine has one."""
-        host_config = self.api.create_host_config(
-            shm_size=SHM_SIZE, binds=binds,
-            port_bindings={container_port: ("127.0.0.1", port)} if port else None,
-            device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.nvidia else None,
-        )
-        container = self.api.create_container(tag, command=command, environment=environment, user=user,
-                                              ports=[container_port] if container_port else None, host_config=host_config,
-                                              labels={"io.torchimages.smoke": "1"})
-        self.api.start(container)
-        return container["Id"]
+        """Create and start a container as `docker run --gpus all` would; without GPUs where the engine has none."""
+        def create(gpus: bool) -> str:
+            host_config = self.api.create_host_config(
+                shm_size=self.shm_size, binds=binds,
+                port_bindings={container_port: ("127.0.0.1", port)} if port else None,
+                device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None,
+            )
+            return self.api.create_container(tag, command=command, environment=environment, user=user,
+                                             ports=[container_port] if container_port else None,
+                                             host_config=host_config, labels={"io.torchimages.smoke": "1"})["Id"]
+
+        container = ""
+        try:
+            container = create(gpus=self.gpu_request is not False)
+            self.api.start(container)
+        except docker.errors.APIError as exc:
+            if self.gpu_request is False or not refuses_gpus(exc):
+                raise
+            if container:
+                self.api.remove_container(container, force=True)
+            self.gpu_request = False
+            self.gpu_note = f"the engine refused a GPU request ({str(exc).strip()[:200]}): no NVIDIA container toolkit"
+            container = create(gpus=False)
+            self.api.start(container)
+        else:
+            self.gpu_request = self.gpu_request is not False
+        return container
 
     def _start_jupyter(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
         """One server per way users start it; each must serve the same way."""
@@ -278,12 +304,15 @@ class SmokeRunner:
                     tar.addfile(info, handle)
         self.api.put_archive(container, "/tmp", archive.getvalue())
 
-    def _gpu_count(self, container: str) -> int:
-        if not self.nvidia:
-            return 0
-        with contextlib.suppress(RuntimeError):
-            return sum(1 for line in self.exec(container, ["nvidia-smi", "-L"]).splitlines() if line.startswith("GPU "))
-        return 0
+    def _gpus(self, container: str) -> tuple[int, str | None]:
+        """The GPUs the container was given (nvidia-smi -L), and nvidia-smi's error when it fails: an error, not 0 GPUs."""
+        if not self.gpu_request:
+            return 0, None
+        try:
+            listing = self.exec(container, ["nvidia-smi", "-L"])
+        except RuntimeError as exc:
+            return 0, f"GPUs were requested, but nvidia-smi failed in the container: {exc}"
+        return sum(1 for line in listing.splitlines() if line.startswith("GPU ")), None
 
     def image_home(self, tag: str) -> str:
         """The home folder of the image's user, where a mounted authorized_keys goes."""
@@ -295,6 +324,13 @@ class SmokeRunner:
             return self.api.logs(container, stderr=False).decode().strip()
         finally:
             self.api.remove_container(container, force=True)
+
+    def exec_split(self, container: str, command: list[str], timeout: int = 60) -> tuple[int, str, str]:
+        """Exit code, stdout and stderr apart (a result printed on stdout is never mixed with warnings)."""
+        exec_id = self.api.exec_create(container, ["timeout", str(timeout), *command])
+        stdout, stderr = self.api.exec_start(exec_id, demux=True)
+        code = self.api.exec_inspect(exec_id)["ExitCode"]
+        return code, (stdout or b"").decode(errors="replace"), (stderr or b"").decode(errors="replace")
 
     def exec(self, container: str, command: list[str], timeout: int = 60) -> str:
         exec_id = self.api.exec_create(container, ["timeout", str(timeout), *command])
@@ -310,13 +346,37 @@ class SmokeRunner:
         facts_file.write_text(json.dumps(facts))
         command = [sys.executable, "-m", "pytest", *(str(SMOKE_DIR / name) for name in SUITES[target.variant]),
                    f"--hosts=docker://{container}", f"--facts={facts_file}", f"--junitxml={junit}",
-                   "-p", "no:cacheprovider", "-q", "-o", "junit_family=xunit2", f"--rootdir={SETTINGS.root}"]
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=SUITE_TIMEOUT, check=False,
-                                   cwd=SETTINGS.root)
-        if not junit.exists():
-            raise RuntimeError(f"pytest did not run (exit {completed.returncode}):\n{completed.stdout[-2000:]}"
-                               f"{completed.stderr[-2000:]}")
-        return parse_junit(junit)
+                   "-p", "no:cacheprovider", "-v", "-o", "junit_family=xunit2", f"--rootdir={SETTINGS.root}"]
+        return run_pytest(command, junit, budget=SUITE_TIMEOUT, cwd=SETTINGS.root)
+
+
+def refuses_gpus(exc: docker.errors.APIError) -> bool:
+    """The engine's answer to a GPU request when no NVIDIA container toolkit is installed."""
+    return "could not select device driver" in str(exc)
+
+
+def run_pytest(command: list[str], junit: Path, *, budget: float, cwd: Path, grace: float = INTERRUPT_GRACE) -> list[Check]:
+    """Run the suite; past `budget` seconds interrupt it as Ctrl-C would, so its JUnit file still holds what ran."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
+    overran = False
+    try:
+        output, _ = process.communicate(timeout=budget)
+    except subprocess.TimeoutExpired:
+        overran = True
+        process.send_signal(signal.SIGINT)
+        try:
+            output, _ = process.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output, _ = process.communicate()
+    if not junit.exists():
+        raise RuntimeError(f"pytest did not run (exit {process.returncode}{', interrupted' if overran else ''}):\n"
+                           f"{output[-3000:]}")
+    checks = parse_junit(junit)
+    if overran:
+        checks.append(Check("suite::budget", "failed", f"the suite ran past its {budget:.0f} s budget and was "
+                            f"interrupted; the check running then has no result. Its output ends:\n{output[-1500:]}"))
+    return checks
 
 
 def parse_junit(path: Path) -> list[Check]:
@@ -325,12 +385,15 @@ def parse_junit(path: Path) -> list[Check]:
         name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{HOST_PARAMETER.sub('', case.get('name', ''))}"
         name = name.replace("[]", "")
         outcome, message = "passed", ""
-        tier = next((p.get("value", "") for p in case.iter("property") if p.get("name") == "tier"), "")
+        properties = {p.get("name"): p.get("value", "") for p in case.iter("property")}
+        tier = properties.get("tier", "")
         for child in case:
             if child.tag in ("failure", "error"):
                 outcome, message = "failed", (child.get("message") or "") + "\n" + (child.text or "")[-1500:]
             elif child.tag == "skipped":
                 outcome, message = "skipped", child.get("message") or ""
+        if outcome == "passed":
+            message = properties.get("note", "")  # what a passing check could not prove here
         checks.append(Check(name, outcome, message.strip(), tier))
     return checks
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +12,7 @@ from .engine import image_exists
 from .errors import UserError
 from .pipeline import BuildJob
 from .report import ImageRecord, Report
-from .smoke import SMOKE_DIR, SmokeResult, SmokeRunner, Target
+from .smoke import SmokeResult, SmokeRunner, Target
 from .specs import ImageSpec
 
 
@@ -47,6 +43,8 @@ def test_images(jobs: list[BuildJob], report: Report, console: Console, *, requi
         if result.tiers_summary():
             console.print(f"  GPU checks: {result.tiers_summary()}", highlight=False)
         for check in result.checks:
+            if check.outcome == "passed" and check.message:
+                console.print(f"  note {escape(check.name)}: {escape(check.message)}", highlight=False, markup=True)
             if check.outcome == "failed":
                 console.print(f"  [red]failed[/] {escape(check.name)}: {escape(first_lines(check.message))}", highlight=False,
                               markup=True)
@@ -70,23 +68,3 @@ def first_lines(message: str, count: int = 3) -> str:
 
 def load_report(path: Path, release: str, matrix_file: str) -> Report:
     return Report.load(path) if path.exists() else Report(release=release, matrix=matrix_file)
-
-
-def selfcheck(*, require_gpu: bool) -> int:
-    """The GPU and compute checks against this host's Python through testinfra's local backend.
-
-    Proves the checks on a GPU machine that has no Docker. Returns pytest's exit code.
-    """
-    probe = ("import json, torch; print(json.dumps({'gpus': torch.cuda.device_count(), "
-             "'cuda': torch.version.cuda, 'torch': torch.__version__}))")
-    host = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                                     timeout=300).stdout)
-    facts = {"image": "local", "variant": "base", "flavor": "cuda" if host["cuda"] else "cpu", "expected": {},
-             "labels": {}, "user": "", "label_prefix": "", "require_gpu": require_gpu, "probes": str(SMOKE_DIR / "probes"),
-             "jupyter": None, "ssh": None, "gpus": host["gpus"], "python": sys.executable}
-    print(f"selfcheck: torch {host['torch']}, CUDA {host['cuda']}, {host['gpus']} GPU(s) on this host", flush=True)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(facts, handle)
-    command = [sys.executable, "-m", "pytest", str(SMOKE_DIR / "test_gpu.py"), str(SMOKE_DIR / "test_compute.py"),
-               "--hosts=local://", f"--facts={handle.name}", "-p", "no:cacheprovider", "-v", "-rs"]
-    return subprocess.run(command, check=False).returncode

@@ -8,6 +8,7 @@ CPU bf16 autocast. Prints one JSON object: {"device": ..., "rows": [{"case", "a"
 """
 
 import json
+import os
 import sys
 import time
 
@@ -78,6 +79,8 @@ def gpu_rows():
         torch.backends.cudnn.benchmark = benchmark
         speeds.append(timed(training_step(conv_net("cuda"), batch, "cuda"), "cuda") * 64)
     rows.append(row("conv net training step", ("cudnn.benchmark off", "cudnn.benchmark on"), speeds, "images/s"))
+    torch.backends.cudnn.benchmark = False  # the rows below compare precisions, not autotuning
+    exact_fp32()  # the fp32 baseline is fp32, whatever TF32 default this torch has
     tokens = torch.randn(32, 256, 1024, device="cuda")
     fp32 = timed(training_step(transformer("cuda", 1024), tokens, "cuda"), "cuda") * 32
     fp16 = timed(training_step(transformer("cuda", 1024), tokens, "cuda", torch.float16), "cuda") * 32
@@ -95,6 +98,18 @@ def gpu_rows():
     return rows
 
 
+def exact_fp32():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def tf32_note():
+    """TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 makes cuBLAS use TF32 whatever the flags say: then 'fp32' is TF32."""
+    if os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1":
+        return "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1: the fp32 and TF32-off rows ran with TF32"
+    return ""
+
+
 def cpu_rows():
     tokens = torch.randn(8, 64, 256)
     fp32 = timed(training_step(transformer("cpu", 256), tokens, "cpu"), "cpu") * 8
@@ -105,5 +120,5 @@ def cpu_rows():
 if __name__ == "__main__":
     gpu = torch.cuda.is_available()
     result = {"device": torch.cuda.get_device_name(0) if gpu else "cpu", "torch": torch.__version__,
-              "rows": gpu_rows() if gpu else cpu_rows()}
+              "rows": gpu_rows() if gpu else cpu_rows(), "note": tf32_note() if gpu else ""}
     print(json.dumps(result))

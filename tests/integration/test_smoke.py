@@ -94,3 +94,35 @@ def test_ssh_image_whose_sshd_command_is_bare_fails(api: docker.APIClient, cpu_b
     assert not result.ok and result.error, result.summary()
     assert "sshd started with sshd (['sshd'])" in result.error, result.error
     assert "sshd re-exec requires execution with an absolute path" in result.error, result.error
+
+
+def test_this_engine_refuses_the_gpu_request_once_and_the_reason_is_kept(api: docker.APIClient,
+                                                                        cpu_build: EntryBuild) -> None:
+    """This machine's engine has no NVIDIA container toolkit: the runner asks for GPUs once, then runs without."""
+    runner = SmokeRunner()
+    containers = [runner.start_container(cpu_build.tags["base"], command=["sleep", "60"]) for _ in range(2)]
+    try:
+        assert runner.gpu_request is False
+        assert "could not select device driver" in runner.gpu_note and "no NVIDIA container toolkit" in runner.gpu_note
+        assert all(api.inspect_container(c)["State"]["Running"] for c in containers)
+    finally:
+        for container in containers:
+            api.remove_container(container, force=True)
+
+
+def test_a_default_dev_shm_gives_the_doctors_hint_and_the_suites_failure(api: docker.APIClient,
+                                                                         cpu_build: EntryBuild) -> None:
+    """`docker run` without --shm-size gives 64 MB: the entrypoint's doctor says so and the DataLoader check fails."""
+    container = api.create_container(cpu_build.tags["base"], command=["true"])  # the entrypoint runs the doctor first
+    try:
+        api.start(container)
+        api.wait(container, timeout=120)
+        assert "/dev/shm is 64 MB: add --shm-size 16g" in api.logs(container).decode()
+    finally:
+        api.remove_container(container, force=True)
+    runner = SmokeRunner()
+    runner.shm_size = None
+    result = runner.run(Target(image="base", tag=cpu_build.tags["base"], variant="base", flavor="cpu",
+                               expected=cpu_build.expected))
+    [dataloader] = [c for c in result.checks if c.name.endswith("test_dataloader_with_workers_through_shm")]
+    assert dataloader.outcome == "failed" and "start the container with a larger --shm-size" in dataloader.message, dataloader

@@ -69,14 +69,22 @@ def tier(request: pytest.FixtureRequest, name: str) -> None:
     request.node.user_properties.append(("tier", name))
 
 
+def note(request: pytest.FixtureRequest, text: str) -> None:
+    """A remark on a check that passed (what it could not prove here), carried into the report."""
+    request.node.user_properties.append(("note", text))
+
+
 @pytest.fixture
 def gpu(request: pytest.FixtureRequest, facts: Facts) -> int:
     """The GPU count given to the container; skips (or, with --require-gpu, fails) when there is none."""
     tier(request, NEEDS_GPU)
+    if facts.raw.get("gpu_error"):  # GPUs were requested and the driver answered with an error: never a skip
+        pytest.fail(f"{facts.raw['gpu_error']}; check the host with nvidia-smi, and the NVIDIA container toolkit")
     if facts.gpus:
         if facts.flavor == "cpu":
             pytest.skip("a cpu image holds a CPU build of torch: the GPU is not for it")
         return facts.gpus
     if facts.require_gpu:
-        pytest.fail(f"{NO_GPU}, and --require-gpu was given: run on a GPU machine with the NVIDIA container runtime")
+        pytest.fail(f"{NO_GPU}, and --require-gpu was given: {facts.raw.get('gpu_note') or 'the host has no GPU'}; run "
+                    "on a GPU machine with the NVIDIA driver and container toolkit")
     pytest.skip(NO_GPU)

@@ -11,6 +11,8 @@ from .conftest import Facts, probe
 
 def test_dataloader_with_workers_through_shm(host: Any, facts: Facts) -> None:
     result = probe(host, facts, "dataloader", timeout=180)
+    assert not result["error"], (f"the DataLoader's workers failed ({result['error']}): /dev/shm is too small; start "
+                                 "the container with a larger --shm-size (16g)")
     assert result["bytes"] > 64 * 2**20 and result["checksum"] == result["expected_checksum"], (
         f"the DataLoader moved {result['bytes']} bytes with checksum {result['checksum']}: "
         "start the container with a larger --shm-size (16g)")
@@ -18,6 +20,7 @@ def test_dataloader_with_workers_through_shm(host: Any, facts: Facts) -> None:
 
 def test_torch_compile_cpu(host: Any, facts: Facts) -> None:
     result = probe(host, facts, "compile", "cpu", timeout=300)
+    assert not result["preflight"], f"torch.compile cannot work here: {'; '.join(result['preflight'])}"
     assert result["max_abs_diff"] < 1e-4, f"torch.compile output differs from eager by {result['max_abs_diff']}"
 
 
@@ -28,6 +31,7 @@ def test_amp_cpu_bf16(host: Any, facts: Facts) -> None:
 
 def test_torch_compile_gpu(host: Any, facts: Facts, gpu: int) -> None:
     result = probe(host, facts, "compile", "cuda", timeout=300)
+    assert not result["preflight"], f"torch.compile cannot work here: {'; '.join(result['preflight'])}"
     assert result["max_abs_diff"] < 1e-3, f"torch.compile on the GPU differs from eager by {result['max_abs_diff']}"
 
 

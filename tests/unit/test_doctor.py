@@ -63,7 +63,46 @@ def test_cpu_image_has_no_gpu_or_driver_rule(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(module, "proc_driver", lambda: None)  # no GPU given to the container
     assert module.startup_problems(cpu)[0] == []
     assert module.startup_problems(cuda)[0] == ["no GPU is visible: start the container with --gpus all"]
-    monkeypatch.setattr(module, "proc_driver", lambda: "390.48")  # a host with an ancient driver
+    monkeypatch.setattr(module, "proc_driver", lambda: "390.48")  # a host with an ancient driver, its GPU given
+    monkeypatch.setattr(module, "gpu_devices", lambda: ["nvidia0"])
     assert module.startup_problems(cpu)[0] == []
     [too_old] = module.startup_problems(cuda)[0]
     assert too_old.startswith("driver 390 is older than the 530 this image needs"), too_old
+
+
+def fake_nvidia_smi(folder: Path, script: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + script)
+    smi.chmod(0o755)
+    return folder
+
+
+def test_a_readable_proc_driver_without_gpu_devices_is_no_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without --gpus the container still reads /proc/driver/nvidia/version: that is not a GPU."""
+    module = doctor()
+    monkeypatch.setattr(module, "shm_megabytes", lambda: 16384)
+    monkeypatch.setattr(module, "proc_driver", lambda: "580.95.05")
+    monkeypatch.setenv("PATH", str(fake_nvidia_smi(tmp_path / "bin", "echo 'No devices were found'; exit 6\n")))
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "nvidiactl").write_text("")  # the control device alone is no GPU
+    monkeypatch.setenv("TORCHIMAGES_DEV", str(tmp_path / "dev"))
+    cuda = rendered_image_json("torch2.3.1-cu121")
+    assert "no GPU is visible: start the container with --gpus all" in module.startup_problems(cuda)[0]
+
+
+def test_gpu_device_files_are_found(tmp_path: Path) -> None:
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia-caps"):
+        (tmp_path / name).write_text("")
+    assert doctor().gpu_devices(str(tmp_path)) == ["nvidia0", "nvidia1"]
+
+
+def test_unknown_memory_and_an_old_driver_without_compute_cap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    module = doctor()
+    monkeypatch.setenv("PATH", str(fake_nvidia_smi(tmp_path / "gb10", "echo 'NVIDIA GB10, 580.95.05, [N/A], 12.1'\n")))
+    assert module.nvidia_smi() == [{"name": "NVIDIA GB10", "driver": "580.95.05", "memory_mb": None, "capability": "12.1"}]
+    old = ('case "$1" in *compute_cap*) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2;; esac\n'
+           "echo 'Tesla V100-SXM2-16GB, 470.82.01, 16160'\n")
+    monkeypatch.setenv("PATH", str(fake_nvidia_smi(tmp_path / "r470", old)))
+    assert module.nvidia_smi() == [{"name": "Tesla V100-SXM2-16GB", "driver": "470.82.01", "memory_mb": 16160,
+                                    "capability": None}]

@@ -3,6 +3,7 @@
 import json
 
 import torch
+from gpucheck import exact_fp32
 from torch import nn
 
 
@@ -21,7 +22,8 @@ def step(model, batch, device):
 
 torch.manual_seed(1)
 batch = torch.randn(8, 3, 32, 32)
-result = {"enabled": torch.backends.cudnn.enabled, "version": torch.backends.cudnn.version()}
+result = {"enabled": torch.backends.cudnn.enabled, "version": torch.backends.cudnn.version(),
+          "fp32_by": exact_fp32(torch)}  # TF32 off: the GPU's fp32 is compared with the CPU's below
 for benchmark in (False, True):
     torch.backends.cudnn.benchmark = benchmark
     out, grad = step(net(), batch, "cuda")
@@ -33,4 +35,5 @@ second, second_grad = step(net(), batch, "cuda")
 result["deterministic_bitwise"] = bool(torch.equal(first, second) and torch.equal(first_grad, second_grad))
 cpu_out, _ = step(net(), batch, "cpu")
 result["max_abs_diff_vs_cpu"] = float((cpu_out - first).abs().max())
+result["max_rel_diff_vs_cpu"] = result["max_abs_diff_vs_cpu"] / max(float(cpu_out.abs().max()), 1e-30)
 print(json.dumps(result))

@@ -1,0 +1,145 @@
+"""Issue 16, items 2 and 5: how the smoke runner asks for GPUs and reads them, and a suite that hangs.
+
+The engine's answers are recorded ones (a refused GPU request is what this machine's engine says; an
+nvidia-smi error is what a host with a broken driver says); the real engine's refusal is checked in
+tests/integration/test_smoke.py.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import requests
+
+from torchimages import bench
+from torchimages.smoke import SmokeRunner, run_pytest
+
+REFUSED = 'could not select device driver "" with capabilities: [[gpu]]'
+
+
+class RecordedEngine:
+    """The few API calls start_container and exec make, answered as an engine would."""
+
+    def __init__(self, *, refuse_gpus: bool, smi: tuple[int, bytes] = (0, b"GPU 0: NVIDIA H200 (UUID: GPU-1)\n")) -> None:
+        self.refuse_gpus, self.smi = refuse_gpus, smi
+        self.created: list[dict[str, Any]] = []
+        self.removed: list[str] = []
+        self.stderr = b""
+
+    def create_host_config(self, **options: Any) -> dict[str, Any]:
+        return options
+
+    def create_container(self, tag: str, **options: Any) -> dict[str, str]:
+        self.created.append(options["host_config"])
+        return {"Id": f"c{len(self.created)}"}
+
+    def start(self, container: str) -> None:
+        if self.refuse_gpus and self.created[-1]["device_requests"]:
+            response = requests.Response()
+            response.status_code = 500
+            raise docker.errors.APIError("500 Server Error", response=response, explanation=REFUSED)
+
+    def remove_container(self, container: str, force: bool = False) -> None:
+        self.removed.append(container)
+
+    def exec_create(self, container: str, command: list[str]) -> str:
+        return "exec"
+
+    def exec_start(self, exec_id: str, demux: bool = False) -> bytes | tuple[bytes | None, bytes | None]:
+        return (self.smi[1], self.stderr) if demux else self.smi[1] + self.stderr
+
+    def put_archive(self, container: str, path: str, data: bytes) -> bool:
+        return True
+
+    def exec_inspect(self, exec_id: str) -> dict[str, int]:
+        return {"ExitCode": self.smi[0]}
+
+
+def test_an_engine_without_the_toolkit_is_asked_once_then_gets_containers_without_gpus() -> None:
+    engine = RecordedEngine(refuse_gpus=True)
+    runner = SmokeRunner(api=engine)
+    assert runner.start_container("img") == "c2" and runner.start_container("img") == "c3"
+    assert [bool(c["device_requests"]) for c in engine.created] == [True, False, False]
+    assert engine.removed == ["c1"] and runner.gpu_request is False
+    assert REFUSED in runner.gpu_note and "no NVIDIA container toolkit" in runner.gpu_note
+    assert runner._gpus("c2") == (0, None)
+
+
+def test_gpus_are_requested_without_an_nvidia_runtime_and_counted_from_nvidia_smi() -> None:
+    engine = RecordedEngine(refuse_gpus=False, smi=(0, b"GPU 0: NVIDIA H200 (UUID: GPU-1)\nGPU 1: NVIDIA H200 (UUID: GPU-2)\n"))
+    runner = SmokeRunner(api=engine)
+    container = runner.start_container("img")
+    assert engine.created[0]["device_requests"] and runner.gpu_request is True
+    assert runner._gpus(container) == (2, None)
+
+
+def test_an_nvidia_smi_error_is_an_error_not_zero_gpus() -> None:
+    failure = b"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+    runner = SmokeRunner(api=RecordedEngine(refuse_gpus=False, smi=(9, failure)))
+    container = runner.start_container("img")
+    count, error = runner._gpus(container)
+    assert count == 0 and error and "nvidia-smi failed in the container" in error and "couldn't communicate" in error
+
+
+def test_a_hanging_suite_keeps_the_results_of_the_checks_before_it(tmp_path: Path) -> None:
+    suite = tmp_path / "test_hang.py"
+    suite.write_text(textwrap.dedent("""
+        import time
+
+        def test_first():
+            pass
+
+        def test_hangs():
+            time.sleep(600)
+
+        def test_never_reached():
+            pass
+    """))
+    junit = tmp_path / "junit.xml"
+    # -v, as the runner passes it: pytest names each check as it starts, so the one that hung is named
+    command = [sys.executable, "-m", "pytest", str(suite), f"--junitxml={junit}", "-p", "no:cacheprovider", "-v"]
+    checks = run_pytest(command, junit, budget=5, cwd=tmp_path, grace=30)
+    outcomes = {c.name.split("::")[-1]: c.outcome for c in checks}
+    assert outcomes.get("test_first") == "passed", checks
+    assert outcomes.get("budget") == "failed"
+    budget = next(c for c in checks if c.name == "suite::budget")
+    assert "ran past its 5 s budget" in budget.message and "test_hangs" in budget.message, budget.message
+    assert "test_never_reached" not in outcomes
+
+
+RESULT = b'{"device": "cpu", "torch": "2.13.0", "rows": [], "note": ""}\n'
+
+
+def test_the_bench_reads_its_result_from_stdout_only() -> None:
+    engine = RecordedEngine(refuse_gpus=True, smi=(0, RESULT))
+    engine.stderr = b'{"warning": "a library printed JSON-looking text on stderr"}\n'
+    result = bench.in_image(SmokeRunner(api=engine), "img", 0.1)
+    assert result == {"device": "cpu", "torch": "2.13.0", "rows": [], "note": ""}
+    assert engine.removed[-1] == "c2", "the container outlived the benchmark"
+
+
+def test_a_failing_image_is_an_error_result_not_a_traceback() -> None:
+    engine = RecordedEngine(refuse_gpus=True, smi=(1, b""))
+    engine.stderr = b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
+    result = bench.in_image(SmokeRunner(api=engine), "img", 0.1)
+    assert result == {"error": "the benchmark exited 1: Traceback (most recent call last): | RuntimeError: CUDA error: "
+                               "out of memory"}
+    assert bench.parse_result(124, "", "")["error"].startswith("the benchmark timed out")
+    assert "printed no result" in bench.parse_result(0, "not json\n", "")["error"]
+
+
+def test_a_passing_check_carries_its_note_into_the_results(tmp_path: Path) -> None:
+    suite = tmp_path / "test_note.py"
+    suite.write_text(textwrap.dedent("""
+        def test_one_gpu(request):
+            request.node.user_properties.append(("note", "one GPU: no NCCL transport was used"))
+    """))
+    junit = tmp_path / "junit.xml"
+    command = [sys.executable, "-m", "pytest", str(suite), f"--junitxml={junit}", "-p", "no:cacheprovider", "-q",
+               "-o", "junit_family=xunit2"]
+    [check] = run_pytest(command, junit, budget=120, cwd=tmp_path)
+    assert (check.outcome, check.message) == ("passed", "one GPU: no NCCL transport was used")
