@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-PROBES = Path(__file__).resolve().parents[1] / "smoke" / "probes"
+PROBES = Path(__file__).resolve().parents[1] / "smoke" / "probes"  # tests/smoke/probes
 spec = importlib.util.spec_from_file_location("gpucheck", PROBES / "gpucheck.py")
 gpucheck = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpucheck)
@@ -128,3 +128,42 @@ SMI = "GPU 0: NVIDIA H200 (UUID: GPU-aaaa)\nGPU 1: NVIDIA H200 (UUID: GPU-bbbb)\
                                                 ("1,7,2", 1), ("", 0), ("-1", 0), ("GPU-bb", 1)])
 def test_visible_gpus_follow_cuda_visible_devices(visible: str | None, count: int) -> None:
     assert gpucheck.visible_gpus(SMI, visible) == count
+
+
+def load_with_fake_torch(path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> object:
+    """Import a probe as a spawned worker (or a test) would, with a stand-in torch that records what is set."""
+    fake = SimpleNamespace(backends=SimpleNamespace(cudnn=SimpleNamespace(allow_tf32=True, benchmark=True),
+                                                    cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=True))),
+                           nn=SimpleNamespace(Module=object))
+    fake.utils = SimpleNamespace(data=SimpleNamespace(DataLoader=None, Dataset=object))
+    for module, value in (("torch", fake), ("torch.nn", fake.nn), ("torch.utils", fake.utils),
+                          ("torch.utils.data", fake.utils.data)):
+        monkeypatch.setitem(sys.modules, module, value)
+    monkeypatch.syspath_prepend(str(path.parent))
+    loaded = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module, fake
+
+
+def test_the_bench_baseline_is_fp32_and_says_when_an_override_forces_tf32(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["train_bench.py"])
+    bench, fake = load_with_fake_torch(PROBES.parents[2] / "benchmarks" / "probes" / "train_bench.py", monkeypatch,
+                                       "train_bench")
+    bench.exact_fp32()
+    assert fake.backends.cuda.matmul.allow_tf32 is False and fake.backends.cudnn.allow_tf32 is False
+    monkeypatch.delenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", raising=False)
+    assert bench.tf32_note() == ""
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    assert "ran with TF32" in bench.tf32_note()
+
+
+def test_importing_the_dataloader_probe_starts_no_loader(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Workers started by spawn or forkserver (Python 3.14's default) import the probe: it must not run again."""
+    probe, _ = load_with_fake_torch(PROBES / "dataloader.py", monkeypatch, "dataloader_worker")
+    assert capsys.readouterr().out == "" and callable(probe.main)
+
+
+def test_nccl_binds_the_device_before_the_process_group() -> None:
+    source = (PROBES / "nccl.py").read_text()
+    assert source.index("torch.cuda.set_device(") < source.index("dist.init_process_group(")
