@@ -14,6 +14,9 @@ from typing import Any
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from torchimages import compat
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "reference" / "compat-facts.yaml"
 TARGET = ROOT / "torchimages" / "data" / "compat.yaml"
@@ -209,6 +212,7 @@ def main(argv: list[str]) -> int:
         out["os_python"] = hand_kept
     TARGET.write_text(HEADER + yaml.dump(out, Dumper=PlainDumper, sort_keys=False, width=110, allow_unicode=True))
     print(f"wrote {TARGET.relative_to(ROOT)}: {len(out['torch'])} torch releases, {len(out['ngc'])} NGC releases")
+    print(f"wrote {compat.write_cache(TARGET.parent).relative_to(ROOT)}")  # the compiled copy every command reads
     return 0
 
 

@@ -7,24 +7,29 @@ import sys
 from collections.abc import Callable
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from . import bench, buildstage, publish, smokestage
 from . import matrix as matrix_stage
-from . import render as render_stage
 from . import selfcheck as selfcheck_stage
 from .buildinputs import BuildInputs
-from .buildstage import BuildOptions
 from .errors import UserError
 from .matrix import FLAVORS, VARIANTS
-from .publishstage import PushOptions, check_repository, push_report
-from .report import Report
 from .settings import ROOT_ENV, SETTINGS, is_checkout
 from .specs import Plan, release_problem, resolve
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from .buildstage import BuildOptions
+    from .publishstage import PushOptions
+    from .report import Report
+
+# The stages that talk to the engine (build, smoke, bench, push) import the Docker SDK, which costs more than the
+# rest of the tool together: commands import them when they run, so validate, render and matrix answer at once.
 
 # markup=False: user and engine text ("[/x]" in a name, a tag or a build log line) is printed as it is; the few
 # styled lines escape what they interpolate and ask for markup.
@@ -145,12 +150,16 @@ def push_options(function: Callable[..., None]) -> Callable[..., None]:
 
 
 def push_options_from(plan: Plan, values: dict) -> PushOptions:
+    from .publishstage import PushOptions
+
     return PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
                        password_env=values["password_env"], password_stdin=values["password_stdin"],
                        registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"])
 
 
 def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOptions:
+    from .buildstage import BuildOptions
+
     inputs = BuildInputs(pip_index_url=values["pip_index_url"], torch_index_url=values["torch_index_url"],
                          apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
                          offline=values["offline"], base_image=values["base_image"])
@@ -175,6 +184,10 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
     """
     if ctx.invoked_subcommand is not None:
         return
+    from . import buildstage
+    from . import render as render_stage
+    from .publishstage import push_report
+
     if not release:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
     plan = load_plan(matrix_path)
@@ -202,6 +215,8 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
 @build_options
 def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: bool, **values: object) -> None:
     """Build the rendered images (bases first, each variant FROM its base)."""
+    from . import render as render_stage
+
     plan = load_plan(matrix_path)
     images_dir = images_folder(matrix_path, images_dir)
     options = build_options_from(release, images_dir, values)
@@ -216,6 +231,8 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
 
 
 def print_plan(plan: Plan, options: BuildOptions) -> None:
+    from . import buildstage
+
     jobs = buildstage.select(plan, options)
     out.print(f"plan for release {options.release}: {len(jobs)} images from the contexts in {options.images_dir}/, "
               f"{options.jobs} at a time; no engine touched")
@@ -225,6 +242,8 @@ def print_plan(plan: Plan, options: BuildOptions) -> None:
 
 def run_build(plan: Plan, options: BuildOptions, *, exit_on_failure: bool = True) -> Report:
     """Build and print failures; with `exit_on_failure`, also the summary and report, exiting 1 on failure."""
+    from . import buildstage
+
     report = buildstage.build(plan, options, err)
     for record in report.images:
         if record.error:
@@ -235,6 +254,8 @@ def run_build(plan: Plan, options: BuildOptions, *, exit_on_failure: bool = True
 
 
 def run_smoke(plan: Plan, options: BuildOptions, jobs: list, report: Report, *, require_gpu: bool) -> None:
+    from . import smokestage
+
     results = smokestage.test_images(jobs, report, err, require_gpu=require_gpu)
     skipped = sum(r.skipped_no_gpu for r in results)
     failed = sum(1 for r in results if not r.ok)
@@ -268,6 +289,9 @@ def finish(report: Report, options: BuildOptions, *, failed: bool = False) -> No
 @push_options
 def push(matrix_path: Path, release: str, report: Path | None, **values: object) -> None:
     """Push the images of a run's report whose smoke suite passed; write the release manifest."""
+    from .publishstage import push_report
+    from .report import Report
+
     plan = load_plan(matrix_path, quiet=True)
     path = report or Path("reports") / release / "build-report.json"
     if not path.exists():
@@ -284,6 +308,10 @@ def push(matrix_path: Path, release: str, report: Path | None, **values: object)
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False))
 def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -> None:
     """Merge the reports of separate per-image runs into one release manifest."""
+    from . import publish
+    from .publishstage import check_repository
+    from .report import Report
+
     check_repository(repository)
     data = publish.manifest([Report.load(p) for p in reports], repository)
     json_path, markdown_path = publish.write_manifest(data, out_path)
@@ -301,6 +329,9 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavors: tuple[str, ...],
                variants: tuple[str, ...], require_gpu: bool, report: Path | None) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
+    from . import buildstage, smokestage
+    from .buildstage import BuildOptions
+
     plan = load_plan(matrix_path, quiet=True)
     options = BuildOptions(release=release, images_dir=images_folder(matrix_path, None), only=only, flavors=flavors, variants=variants,
                            report=report)
@@ -321,6 +352,9 @@ def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavor
 def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ...], local: bool, seconds: float,
                   min_amp_speedup: float | None, report: Path | None) -> None:
     """Training throughput: cudnn.benchmark off/on, fp32 vs AMP fp16/bf16, TF32 off/on."""
+    from . import bench, buildstage, smokestage
+    from .buildstage import BuildOptions
+
     if local:
         results = {"local": bench.local(seconds)}
     else:
@@ -378,6 +412,8 @@ def validate(matrix_path: Path) -> None:
 @click.option("--check", is_flag=True, help="Exit 1 if the rendered contexts under --out are stale.")
 def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: bool) -> None:
     """Write each image's build context (Dockerfile plus the files it copies)."""
+    from . import render as render_stage
+
     out_dir = images_folder(matrix_path, out_dir)
     release = release or (render_stage.rendered_release(out_dir) if check else None)
     if not release:
@@ -405,6 +441,8 @@ def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: 
               help="One row per image, or per matrix entry (its base image with its variants).")
 def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str) -> None:
     """List the expanded images: name, variant, tag, flavor and versions."""
+    from . import render as render_stage
+
     plan = load_plan(matrix_path, quiet=fmt != "table")
     release = release or render_stage.rendered_release(images_folder(matrix_path, None)) or "dev"
     rows = image_rows(plan, release)
@@ -434,6 +472,8 @@ def image_rows(plan: Plan, release: str) -> list[dict[str, str | None]]:
 
 
 def rows_table(rows: list[dict[str, str | None]]) -> Table:
+    from rich.table import Table
+
     table = Table(show_lines=False)
     for column in ("image", "variant", "flavor", "torch", "cuda", "cudnn", "nccl", "python", "tag"):
         table.add_column(column, overflow="fold")

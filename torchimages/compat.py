@@ -7,6 +7,8 @@ and which driver each CUDA needs. Code here only reads it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from functools import cache
@@ -17,6 +19,10 @@ from typing import Any
 import yaml
 
 from .errors import UserError
+
+# libyaml parses the packaged data several times faster than the pure-Python loader (both are safe loaders).
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+CACHE = "compat.json"
 
 # A file of extra NGC rows (e.g. the NGC-shaped base the integration tests make), merged over the
 # reviewed data; `validate` warns for every image that relies on one of its rows.
@@ -145,13 +151,36 @@ def load() -> CompatData:
 
 def load_with(extra: Path | None) -> CompatData:
     """The packaged compatibility data, plus the NGC rows of `extra` (which replace rows of the same release)."""
-    text = resources.files("torchimages").joinpath("data/compat.yaml").read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)
+    raw = packaged_raw()
     if extra:
         rows = extra_ngc_rows(extra)
         added = {row["release"] for row in rows}
         raw["ngc"] = [row for row in raw["ngc"] if row["release"] not in added] + rows
     return parse(raw)
+
+
+def packaged_raw() -> dict[str, Any]:
+    """compat.yaml as data: from its compiled copy compat.json when that was made from these very bytes (a JSON read
+    costs a millisecond, YAML tens of them: every command starts here), else from the YAML itself."""
+    folder = resources.files("torchimages").joinpath("data")
+    text = folder.joinpath("compat.yaml").read_text(encoding="utf-8")
+    try:
+        cached = json.loads(folder.joinpath(CACHE).read_text(encoding="utf-8"))
+        if cached.get("compat_yaml_sha256") == hashlib.sha256(text.encode("utf-8")).hexdigest():
+            return cached["data"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    return yaml.load(text, Loader=SAFE_LOADER)  # a safe loader: libyaml's when PyYAML has it
+
+
+def write_cache(folder: Path = Path(__file__).parent / "data") -> Path:
+    """Compile compat.yaml into compat.json (python -m torchimages.compat, after every change to compat.yaml)."""
+    text = (folder / "compat.yaml").read_text(encoding="utf-8")
+    data = yaml.load(text, Loader=SAFE_LOADER)
+    payload = {"compat_yaml_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+               "note": "generated from compat.yaml by `python -m torchimages.compat`; edit compat.yaml", "data": data}
+    (folder / CACHE).write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return folder / CACHE
 
 
 def extra_ngc_rows(path: Path) -> list[dict[str, Any]]:
@@ -223,3 +252,7 @@ def _ngc(row: dict[str, Any]) -> NgcRelease:
         unconfirmed=tuple(row.get("unconfirmed", ())),
         extra_file=row.get("extra_file"),
     )
+
+
+if __name__ == "__main__":
+    print(f"wrote {write_cache()}")

@@ -6,7 +6,6 @@ the rendered images/ folder can be committed and checked for staleness.
 
 from __future__ import annotations
 
-import filecmp
 import json
 import shlex
 import shutil
@@ -133,17 +132,19 @@ def write(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) ->
 
     Only a new or empty folder, or one render wrote before (it holds rendered.json), is replaced: nothing
     else is ever deleted. The contexts are written into a temporary sibling that then takes the folder's place.
+    A render that would change nothing writes nothing (it only reads), so re-rendering costs little.
     """
     check_output_folder(out)
-    rendered = contexts(plan, release, settings)
+    files = rendered_files(plan, release, settings)
+    dockerfiles = [out / name for name in files if name.endswith("/Dockerfile")]
+    if out.is_dir() and not differences(files, out):
+        return dockerfiles
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.rendering-", dir=out.parent))
     try:
-        dockerfiles = [out / name for name in write_contexts(rendered, staging)]
-        marker = {"release": release, "matrix": Path(plan.file).name, "images": [c.image for c in rendered]}
-        (staging / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        write_files(files, staging)
         staging.chmod(0o755)
-        keep_nested_renders(out, staging, {c.image for c in rendered})
+        keep_nested_renders(out, staging, {name.split("/", 1)[0] for name in files if "/" in name})
         if out.exists():
             retired = staging.with_name(staging.name.replace(".rendering-", ".replaced-"))
             out.rename(retired)
@@ -154,6 +155,42 @@ def write(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) ->
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dockerfiles
+
+
+def rendered_files(plan: Plan, release: str, settings: Settings = SETTINGS) -> dict[str, tuple[str, int]]:
+    """Every file a render writes, relative to its folder: content and mode (rendered.json included)."""
+    rendered = contexts(plan, release, settings)
+    files = {f"{context.image}/{relative}": (content, 0o755 if Path(relative).name in EXECUTABLE else 0o644)
+             for context in rendered for relative, content in sorted(context.files.items())}
+    marker = {"release": release, "matrix": Path(plan.file).name, "images": [c.image for c in rendered]}
+    files[MARKER] = (json.dumps(marker, indent=2) + "\n", 0o644)
+    return files
+
+
+def write_files(files: dict[str, tuple[str, int]], folder: Path) -> None:
+    for relative, (content, mode) in files.items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+        path.chmod(mode)
+
+
+def differences(files: dict[str, tuple[str, int]], folder: Path) -> list[str]:
+    """Paths under `folder` that differ from `files` (missing, extra, other content or executable bit);
+    other matrices' renders nested in it are not part of it."""
+    if not folder.is_dir():
+        return [str(folder)]
+    nested = nested_renders(folder)
+    have = {str(p.relative_to(folder)) for p in folder.rglob("*")
+            if p.is_file() and not any(n in p.parents for n in nested)}
+    changed = []
+    for relative in sorted(have & files.keys()):
+        content, mode = files[relative]
+        path = folder / relative
+        executable = bool(path.stat().st_mode & 0o111)
+        if executable != bool(mode & 0o111) or path.read_bytes() != content.encode("utf-8"):
+            changed.append(relative)
+    return sorted(str(folder / p) for p in (have ^ files.keys()) | set(changed))
 
 
 def nested_renders(folder: Path) -> list[Path]:
@@ -181,19 +218,6 @@ def check_output_folder(out: Path) -> None:
                         "give a new or empty folder")
 
 
-def write_contexts(rendered: list, folder: Path) -> list[Path]:
-    """Each context's files under `folder`; the Dockerfiles' paths relative to it."""
-    dockerfiles = []
-    for context in rendered:
-        for relative, content in sorted(context.files.items()):
-            path = folder / context.image / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content, encoding="utf-8")
-            path.chmod(0o755 if path.name in EXECUTABLE else 0o644)
-        dockerfiles.append(Path(context.image) / "Dockerfile")
-    return dockerfiles
-
-
 def rendered_release(out: Path) -> str | None:
     """The release tag the committed contexts were rendered with, if any."""
     try:
@@ -204,18 +228,5 @@ def rendered_release(out: Path) -> str | None:
 
 
 def stale_paths(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) -> list[str]:
-    """Paths under `out` that differ from a fresh render (missing, extra or changed)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        fresh = Path(tmp) / "images"
-        write(plan, release, fresh, settings)
-        return _diff(fresh, out)
-
-
-def _diff(fresh: Path, current: Path) -> list[str]:
-    if not current.is_dir():
-        return [str(current)]
-    want = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
-    nested = nested_renders(current)
-    have = {p.relative_to(current) for p in current.rglob("*") if p.is_file() and not any(n in p.parents for n in nested)}
-    changed = [p for p in want & have if not filecmp.cmp(fresh / p, current / p, shallow=False)]
-    return sorted(str(current / p) for p in (want ^ have) | set(changed))
+    """Paths under `out` that differ from a fresh render (missing, extra or changed); compared in memory."""
+    return differences(rendered_files(plan, release, settings), out)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
 import yaml
 
 from torchimages import compat, matrix, render, specs
@@ -79,3 +85,25 @@ def test_driver_labels_are_the_recorded_facts() -> None:
             assert found["io.torchimages.min-driver-minor-compat"] == family, (spec.name, variant)
             checked += 1
     assert checked >= 6
+
+
+def test_the_compiled_compat_data_is_current_and_equal_to_the_yaml() -> None:
+    """Every command reads compat.json when it was compiled from the current compat.yaml: it must say the same."""
+    folder = ROOT / "torchimages" / "data"
+    text = (folder / "compat.yaml").read_text()
+    cached = json.loads((folder / "compat.json").read_text())
+    assert cached["compat_yaml_sha256"] == hashlib.sha256(text.encode()).hexdigest(), (
+        "compat.json is stale: run python -m torchimages.compat")
+    assert cached["data"] == yaml.safe_load(text)
+    assert compat.packaged_raw() == yaml.safe_load(text)
+
+
+def test_a_stale_compiled_copy_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "torchimages"
+    shutil.copytree(ROOT / "torchimages" / "data", package / "data")
+    (package / "__init__.py").write_text("")
+    (package / "data" / "compat.yaml").write_text((package / "data" / "compat.yaml").read_text() + "\n# edited\n")
+    monkeypatch.setattr(compat.resources, "files", lambda _name: package)
+    assert compat.packaged_raw() == yaml.safe_load((package / "data" / "compat.yaml").read_text())
+    (package / "data" / "compat.json").write_text('{"compat_yaml_sha256": "x", "data": {"torch": []}}')
+    assert compat.packaged_raw()["torch"], "a compiled copy of other bytes was used"

@@ -129,3 +129,17 @@ def test_hadolint_passes_every_rendered_dockerfile(source: str, tmp_path: Path) 
                             timeout=120, check=False)
     assert result.returncode == 0, f"hadolint findings:\n{result.stdout}{result.stderr}"
     assert len(dockerfiles) >= 6
+
+
+def test_a_render_that_changes_nothing_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "images"
+    render.write(golden_plan(), "v1", out)
+    stamps = {p: (p.stat().st_mtime_ns, p.stat().st_ino) for p in out.rglob("*")}
+    folder = out.stat().st_ino
+    render.write(golden_plan(), "v1", out)
+    assert out.stat().st_ino == folder and {p: (p.stat().st_mtime_ns, p.stat().st_ino) for p in out.rglob("*")} == stamps
+    assert render.stale_paths(golden_plan(), "v1", out) == []
+    (out / "cpu-tiny" / "image" / "image-doctor").chmod(0o644)  # the executable bit is part of the render
+    assert render.stale_paths(golden_plan(), "v1", out) == [str(out / "cpu-tiny" / "image" / "image-doctor")]
+    render.write(golden_plan(), "v2", out)
+    assert out.stat().st_ino != folder and '"release": "v2"' in (out / "rendered.json").read_text()
