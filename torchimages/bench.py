@@ -10,7 +10,6 @@ import contextlib
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import docker.errors
@@ -87,14 +86,6 @@ def table(title: str, result: dict[str, Any]) -> Table:
     return view
 
 
-def markdown(result: dict[str, Any]) -> str:
-    lines = [f"Measured on {result['device']} with torch {result['torch']}:", "",
-             "| case | baseline | per s | with | per s | speedup |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['case']} | {r['a']} | {r['a_per_s']:.1f} {r['unit']} | {r['b']} | {r['b_per_s']:.1f} {r['unit']} | "
-              f"{r['speedup']:.2f}x |" for r in result["rows"]]
-    return "\n".join(lines)
-
-
 def amp_gate(result: dict[str, Any], minimum: float) -> str | None:
     """None when the AMP fp16 speedup reaches `minimum`, else why the gate fails."""
     rows = [r for r in result["rows"] if r["b"] == "AMP fp16"]
@@ -103,8 +94,3 @@ def amp_gate(result: dict[str, Any], minimum: float) -> str | None:
     if rows[0]["speedup"] < minimum:
         return f"AMP fp16 speedup {rows[0]['speedup']:.2f}x is below the required {minimum:.2f}x on {result['device']}"
     return None
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")

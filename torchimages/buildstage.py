@@ -11,9 +11,9 @@ from pathlib import Path
 from rich.console import Console
 
 from .buildinputs import BuildInputs
+from .buildjobs import BuildJob, BuildRunner, plan_jobs
 from .engine import BuildOutcome, Engine, failure_hint
 from .errors import UserError
-from .pipeline import BuildJob, BuildRunner, plan_jobs
 from .progress import LiveProgress, LogFiles, PlainProgress, fan_out
 from .report import ImageRecord, Report
 from .sizes import FloorMeter
@@ -101,8 +101,7 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
         outcome = outcomes[job.image]
         record = ImageRecord(
             image=job.image, entry=job.spec.name, variant=job.variant, tag=job.tag, result=result_of(outcome),
-            versions={"torch": job.spec.torch, "cuda": job.spec.cuda, "cudnn": job.spec.cudnn, "nccl": job.spec.nccl,
-                      "python": job.spec.python, "ngc": job.spec.ngc},
+            versions=job.spec.versions(),
             build_seconds=round(seconds[job.image], 1) if job.image in seconds else None,
             error=failure_message(job, outcome, logs) if outcome.error and not outcome.cancelled else None,
             log=str(logs.path(job.image)) if job.image in seconds else None,

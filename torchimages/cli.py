@@ -203,7 +203,7 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
     report = run_build(plan, options, exit_on_failure=False)
     built = [job for job in buildstage.select(plan, options) if report_result(report, job.image) == "built"]
     if built:
-        run_smoke(plan, options, built, report, require_gpu=bool(values["require_gpu"]))
+        run_smoke(built, report, require_gpu=bool(values["require_gpu"]))
     pushed = push_report(report, push_options_from(plan, values), err) if values["push"] else True
     finish(report, options, failed=not pushed)
 
@@ -253,7 +253,7 @@ def run_build(plan: Plan, options: BuildOptions, *, exit_on_failure: bool = True
     return report
 
 
-def run_smoke(plan: Plan, options: BuildOptions, jobs: list, report: Report, *, require_gpu: bool) -> None:
+def run_smoke(jobs: list, report: Report, *, require_gpu: bool) -> None:
     from . import smokestage
 
     results = smokestage.test_images(jobs, report, err, require_gpu=require_gpu)
@@ -337,7 +337,7 @@ def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavor
                            report=report)
     jobs = [job for job in buildstage.select(plan, options) if not only or any(fnmatch(job.image, g) for g in only)]
     results_report = smokestage.load_report(options.report_path, release, plan.file)
-    run_smoke(plan, options, jobs, results_report, require_gpu=require_gpu)
+    run_smoke(jobs, results_report, require_gpu=require_gpu)
     finish(results_report, options)
 
 
@@ -461,12 +461,10 @@ def image_rows(plan: Plan, release: str) -> list[dict[str, str | None]]:
     """One row per image (bases and variants), in build order."""
     rows = []
     for spec in plan.specs:
-        for variant, image in zip(("base", *spec.variants), spec.image_names(), strict=True):
+        for variant, image in spec.images():
             rows.append({
                 "image": image, "entry": spec.name, "variant": variant, "tag": plan.tag(release, image),
-                "flavor": spec.flavor, "torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn,
-                "nccl": spec.nccl, "python": spec.python, "ngc": spec.ngc, "base_image": spec.base_image,
-                "context": f"images/{image}",
+                "flavor": spec.flavor, **spec.versions(), "base_image": spec.base_image, "context": f"images/{image}",
             })
     return rows
 

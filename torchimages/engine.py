@@ -173,10 +173,9 @@ class Engine:
                 self.api.remove_container(container, force=True)
 
     def image_info(self, tag: str) -> dict[str, Any]:
-        """Size in bytes and layer count of a built image."""
+        """ID, size in bytes and layer count of a built image."""
         data = self.api.inspect_image(tag)
-        return {"id": data["Id"], "size": data["Size"], "layers": len(data["RootFS"]["Layers"]),
-                "labels": data["Config"].get("Labels") or {}}
+        return {"id": data["Id"], "size": data["Size"], "layers": len(data["RootFS"]["Layers"])}
 
 
 

@@ -81,7 +81,7 @@ class Publisher:
     def check_login(self) -> None:
         """Fail early, before anything is pushed, when the registry refuses these credentials."""
         try:
-            response = self.registry._get("/v2/", headers={})
+            response = self.registry.get("/v2/", headers={})
         except requests.RequestException as exc:
             raise UserError(f"registry {self.registry.base} does not answer: {exc}") from None
         if response.status_code in (401, 403):

@@ -41,13 +41,13 @@ class RegistryClient:
 
     def tag(self, name: str, tag: str) -> RemoteTag | None:
         """The manifest and config digests of NAME:TAG, or None when the tag does not exist."""
-        response = self._get(f"/v2/{name}/manifests/{tag}", headers={"Accept": MANIFEST_TYPES})
+        response = self.get(f"/v2/{name}/manifests/{tag}", headers={"Accept": MANIFEST_TYPES})
         if response.status_code == 404:
             return None
         response.raise_for_status()
         return RemoteTag(digest=response.headers["Docker-Content-Digest"], config_digest=response.json()["config"]["digest"])
 
-    def _get(self, path: str, headers: dict[str, str]) -> requests.Response:
+    def get(self, path: str, headers: dict[str, str]) -> requests.Response:
         response = self.session.get(self.base + path, headers=headers, auth=self.auth, verify=self.verify,
                                     timeout=self.timeout)
         challenge = response.headers.get("WWW-Authenticate", "")

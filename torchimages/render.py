@@ -53,7 +53,7 @@ def labels(plan: Plan, spec: ImageSpec, release: str, variant: str, settings: Se
     """OCI labels plus the versions a user (and the smoke suite) can read off the image."""
     prefix = settings.label_prefix
     found = {
-        "org.opencontainers.image.title": spec.name if variant == "base" else f"{spec.name}-{variant}",
+        "org.opencontainers.image.title": spec.image_name(variant),
         "org.opencontainers.image.description": _description(spec, variant),
         "org.opencontainers.image.version": release,
         "org.opencontainers.image.source": settings.source_url,
@@ -75,8 +75,7 @@ def labels(plan: Plan, spec: ImageSpec, release: str, variant: str, settings: Se
 
 def image_facts(spec: ImageSpec, release: str) -> dict[str, str | None]:
     """The declared versions, as a file in the image: labels are not visible from inside a container."""
-    return {"name": spec.name, "release": release, "flavor": spec.flavor, "torch": spec.torch, "cuda": spec.cuda,
-            "cudnn": spec.cudnn, "nccl": spec.nccl, "python": spec.python, "ngc": spec.ngc,
+    return {"name": spec.name, "release": release, "flavor": spec.flavor, **spec.versions(),
             "min_driver": spec.min_driver, "min_driver_minor_compat": spec.min_driver_compat}
 
 
@@ -93,8 +92,7 @@ def contexts(plan: Plan, release: str, settings: Settings = SETTINGS) -> list[Co
     env = environment(settings)
     out = []
     for spec in plan.specs:
-        for variant in ("base", *spec.variants):
-            image = spec.name if variant == "base" else f"{spec.name}-{variant}"
+        for variant, image in spec.images():
             out.append(Context(image, variant, spec, _files(env, plan, spec, variant=variant, release=release, settings=settings)))
     return out
 

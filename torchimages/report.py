@@ -19,7 +19,7 @@ class ImageRecord:
     entry: str
     variant: str
     tag: str
-    result: str  # built, failed, skipped, cancelled, planned
+    result: str  # built, failed, skipped, cancelled; "not built here" for an image only tested in this run
     versions: dict[str, str | None]
     image_id: str | None = None
     size_bytes: int | None = None

@@ -29,8 +29,6 @@ ROOT = project_root()
 class Settings:
     root: Path = ROOT
     templates: Path = ROOT / "templates"
-    images: Path = ROOT / "images"
-    matrix: Path = ROOT / "matrix.yaml"
     label_prefix: str = "io.torchimages"
     source_url: str = "https://github.com/platform-team/torchimages"
     user_name: str = "ml"

@@ -8,9 +8,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from .buildjobs import BuildJob
 from .engine import image_exists
 from .errors import UserError
-from .pipeline import BuildJob
 from .report import ImageRecord, Report
 from .smoke import SmokeResult, SmokeRunner, Target
 from .specs import ImageSpec
@@ -18,8 +18,7 @@ from .specs import ImageSpec
 
 def expected_of(spec: ImageSpec) -> dict[str, Any]:
     """What the suite checks an image of `spec` against: its declared versions and the GPU generations claimed."""
-    return {"torch": spec.torch, "cuda": spec.cuda, "cudnn": spec.cudnn, "nccl": spec.nccl, "python": spec.python,
-            "ngc": spec.ngc, "archs": list(spec.archs)}
+    return {**spec.versions(), "archs": list(spec.archs)}
 
 
 def target_of(job: BuildJob) -> Target:

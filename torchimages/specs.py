@@ -59,7 +59,19 @@ class ImageSpec:
 
     def image_names(self) -> tuple[str, ...]:
         """The base image first, then each variant, as `name` or `name-variant`."""
-        return (self.name, *(f"{self.name}-{v}" for v in self.variants))
+        return tuple(self.image_name(variant) for variant in ("base", *self.variants))
+
+    def image_name(self, variant: str) -> str:
+        return self.name if variant == "base" else f"{self.name}-{variant}"
+
+    def images(self) -> tuple[tuple[str, str], ...]:
+        """(variant, image name) for the base image and each variant, base first."""
+        return tuple((variant, self.image_name(variant)) for variant in ("base", *self.variants))
+
+    def versions(self) -> dict[str, str | None]:
+        """The declared versions: what the report, image.json, the matrix listing and the smoke suite read."""
+        return {"torch": self.torch, "cuda": self.cuda, "cudnn": self.cudnn, "nccl": self.nccl, "python": self.python,
+                "ngc": self.ngc}
 
 
 @dataclass(frozen=True)

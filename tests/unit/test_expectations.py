@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from torchimages import matrix, specs
-from torchimages.pipeline import plan_jobs
+from torchimages.buildjobs import plan_jobs
 from torchimages.smokestage import target_of
 
 from .conftest import ROOT

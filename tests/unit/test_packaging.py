@@ -26,3 +26,11 @@ def test_the_run_time_requirements_hold_what_the_smoke_stage_runs() -> None:
     assert {"pytest", "pytest-testinfra", "docker", "click", "jinja2", "pyyaml", "rich"} <= names
     smoke = (ROOT / "torchimages" / "smoke.py").read_text()
     assert '[sys.executable, "-m", "pytest"' in smoke, "the smoke stage no longer runs pytest: revisit requirements.txt"
+
+
+def test_the_readme_layout_lists_every_module() -> None:
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout"):]
+    modules = sorted(p.name for p in (ROOT / "torchimages").glob("*.py") if p.name != "__init__.py")
+    missing = [name for name in modules if f"`torchimages/{name}`" not in layout and f"`{name}`" not in layout]
+    assert not missing, f"README's layout does not list: {missing}"

@@ -34,7 +34,7 @@ def plan_jobs(plan: Plan, release: str, images_dir: Path, *, only: tuple[str, ..
     for spec in plan.specs:
         if flavors and spec.flavor not in flavors:
             continue
-        chosen = [(variant, image) for variant, image in zip(("base", *spec.variants), spec.image_names(), strict=True)
+        chosen = [(variant, image) for variant, image in spec.images()
                   if (not variants or variant in variants) and (not only or any(fnmatch.fnmatch(image, g) for g in only))]
         if chosen and chosen[0][0] != "base":
             chosen.insert(0, ("base", spec.name))
