@@ -276,9 +276,7 @@ def finish(report: Report, options: BuildOptions, *, failed: bool = False) -> No
         raise UserError(f"the report could not be written to {options.report_path}: {exc.strerror or exc}; the images "
                         "are built: give --report a writable path and run the same command again (it is a no-op)") from None
     out.print(f"report: {json_path} ({markdown_path.name})")
-    smoke_failed = any(r.stages.get("smoke") and (r.stages["smoke"]["failed"] or r.stages["smoke"]["error"])
-                       for r in report.images)
-    if failed or smoke_failed or any(record.result not in ("built", "not built here") for record in report.images):
+    if failed or not all(record.ok for record in report.images):
         sys.exit(1)
 
 
@@ -370,7 +368,7 @@ def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ..
         run_report = smokestage.load_report(options.report_path, release, plan.file)
         for record in run_report.images:
             if record.image in results:
-                record.stages["bench"] = results[record.image]
+                record.bench = results[record.image]
         run_report.write(options.report_path)
     gate_failures, errors = [], []
     for name, result in results.items():

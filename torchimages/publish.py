@@ -24,7 +24,8 @@ import requests
 
 from .errors import UserError
 from .registry import RegistryClient, split_reference
-from .report import ImageRecord, Report, atomic_write
+from .report import ImageRecord, PushStage, Report, atomic_write
+from .specs import image_tag
 
 T = TypeVar("T")
 TRANSIENT = ("connection refused", "connection reset", "timeout", "eof", "502", "503", "504", "blob upload unknown",
@@ -57,15 +58,9 @@ class PushOutcome:
     error: str | None = None
     attempts: int = 0
 
-    def stage(self) -> dict[str, object]:
-        return {"reference": self.reference, "digest": self.digest, "size": self.size, "pushed": self.pushed,
-                "error": self.error, "attempts": self.attempts}
-
-
-def smoke_passed(record: ImageRecord) -> bool:
-    smoke = record.stages.get("smoke")
-    return bool(record.result in ("built", "not built here") and smoke and not smoke["failed"] and not smoke["error"]
-                and smoke["passed"] > 0)
+    def stage(self) -> PushStage:
+        return PushStage(reference=self.reference, digest=self.digest, size=self.size, pushed=self.pushed,
+                         error=self.error, attempts=self.attempts)
 
 
 class Publisher:
@@ -93,24 +88,26 @@ class Publisher:
         outcomes: list[PushOutcome] = []
         failed_entries: set[str] = set()
         for record in report.images:
-            reference = f"{self.repository}:{record.tag.rsplit(':', 1)[1]}"
-            if not smoke_passed(record):
+            tag = image_tag(report.release, record.image)
+            reference = f"{self.repository}:{tag}"
+            if not record.smoke_passed:
                 outcome = PushOutcome(record.image, reference, error="not pushed: its smoke suite did not pass in this run")
             elif record.entry in failed_entries:
                 outcome = PushOutcome(record.image, reference, error=f"not pushed: its base {record.entry} was not pushed")
             else:
-                outcome = self._publish_one(record, reference)
+                outcome = self._publish_one(record, tag)
             if outcome.error and record.variant == "base":
                 failed_entries.add(record.entry)
-            record.stages["push"] = outcome.stage()
+            record.push = outcome.stage()
             outcomes.append(outcome)
             self.say(f"push: {record.image}: " + (outcome.error or
                      f"{'pushed' if outcome.pushed else 'unchanged'} {outcome.reference}@{outcome.digest}"))
         return outcomes
 
-    def _publish_one(self, record: ImageRecord, reference: str) -> PushOutcome:
+    def _publish_one(self, record: ImageRecord, tag: str) -> PushOutcome:
+        repository = self.repository
+        reference = f"{repository}:{tag}"
         outcome = PushOutcome(record.image, reference)
-        repository, tag = reference.rsplit(":", 1)
         try:
             local_id = self.api.inspect_image(record.tag)["Id"]
             tested = tested_image_id(record)
@@ -177,8 +174,7 @@ class Publisher:
 
 def tested_image_id(record: ImageRecord) -> str | None:
     """The ID of the image the smoke suite ran (recorded since the suite runs by ID), else the one built."""
-    smoke = record.stages.get("smoke")
-    return (smoke.get("image_id") if isinstance(smoke, dict) else None) or record.image_id
+    return (record.smoke.image_id if record.smoke else None) or record.image_id
 
 
 def is_transient(message: str) -> bool:
@@ -232,16 +228,17 @@ def manifest(reports: list[Report], repository: str) -> dict[str, object]:
     images = {}
     for report in reports:
         for record in report.images:
-            push = record.stages.get("push") or {}
-            if push.get("digest") and not push.get("error"):
-                if not isinstance(record.stages.get("smoke"), dict):
+            if record.push and record.push.ok:
+                if record.smoke is None:
                     raise UserError(f"{record.image}: the report records a push but no smoke results; merge the "
                                     "reports of runs that ran the smoke suite")
+                smoke = record.smoke
                 images[record.image] = {
-                    "image": record.image, "variant": record.variant, "tag": push["reference"],
-                    "reference": f"{push['reference'].rsplit(':', 1)[0]}@{push['digest']}", "digest": push["digest"],
+                    "image": record.image, "variant": record.variant, "tag": record.push.reference,
+                    "reference": f"{repository}@{record.push.digest}", "digest": record.push.digest,
                     "size_bytes": record.size_bytes, "versions": record.versions,
-                    "smoke": {k: record.stages["smoke"][k] for k in ("passed", "failed", "skipped", "skipped_no_gpu")},
+                    "smoke": {"passed": smoke.passed, "failed": smoke.failed, "skipped": smoke.skipped,
+                              "skipped_no_gpu": smoke.skipped_no_gpu},
                 }
     return {"release": releases.pop(), "repository": repository, "images": [images[k] for k in sorted(images)]}
 

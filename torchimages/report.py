@@ -14,6 +14,50 @@ from .errors import UserError
 
 
 @dataclass
+class SmokeStage:
+    """The smoke suite's result for one image, as the report keeps it."""
+
+    passed: int
+    failed: int
+    skipped: int
+    skipped_no_gpu: int
+    seconds: float
+    gpus: int
+    tiers: dict[str, dict[str, int]]
+    error: str | None
+    image_id: str | None = None  # the image the suite ran: publish pushes this one
+    checks: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """The one definition of a passed suite, read by the exit policy, publish, the manifest and the views."""
+        return self.error is None and self.failed == 0 and self.passed > 0
+
+    def cell(self) -> str:
+        return f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped ({self.skipped_no_gpu} no GPU)"
+
+
+@dataclass
+class PushStage:
+    """One image's push: where to, the digest the registry confirmed, or why not."""
+
+    reference: str  # repository:tag
+    digest: str | None = None
+    size: int | None = None
+    pushed: bool = False  # False when the registry already held this exact image
+    error: str | None = None
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.digest is not None and self.error is None
+
+
+STAGES = {"smoke": SmokeStage, "push": PushStage}
+BUILT = ("built", "not built here")  # results of an image that exists: built in this run, or only tested in it
+
+
+@dataclass
 class ImageRecord:
     image: str
     entry: str
@@ -29,7 +73,35 @@ class ImageRecord:
     build_seconds: float | None = None
     error: str | None = None
     log: str | None = None
-    stages: dict[str, Any] = field(default_factory=dict)
+    smoke: SmokeStage | None = None
+    push: PushStage | None = None
+    bench: dict[str, Any] | None = None  # the benchmark's rows as it printed them, or {"error": ...}
+
+    @property
+    def smoke_passed(self) -> bool:
+        """Built (or tested here) and its suite passed: what may be pushed."""
+        return self.result in BUILT and self.smoke is not None and self.smoke.ok
+
+    @property
+    def ok(self) -> bool:
+        """The exit policy: the image exists, and its suite, if it ran, passed."""
+        return self.result in BUILT and (self.smoke is None or self.smoke.ok)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON shape: the stages under "stages", as every report has held them."""
+        data = asdict(self)
+        stages = {name: data.pop(name) for name in ("smoke", "push", "bench")}
+        data["stages"] = {name: value for name, value in stages.items() if value is not None}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ImageRecord:
+        data = dict(data)
+        stages = data.pop("stages", None) or {}
+        if not isinstance(stages, dict):
+            raise TypeError("'stages' must be a mapping")
+        typed = {name: STAGES[name](**stages[name]) for name in STAGES if stages.get(name) is not None}
+        return cls(**data, **typed, bench=stages.get("bench"))
 
 
 @dataclass
@@ -43,14 +115,15 @@ class Report:
         """A report this tool wrote; anything else is a UserError naming the file."""
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            images = [ImageRecord(**record) for record in data.pop("images")]
+            images = [ImageRecord.from_dict(record) for record in data.pop("images")]
             return cls(images=images, **data)
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise UserError(f"{path}: not a build report written by this tool ({type(exc).__name__}: "
                             f"{str(exc)[:200]})") from None
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2) + "\n"
+        data = {"release": self.release, "matrix": self.matrix, "images": [r.to_dict() for r in self.images]}
+        return json.dumps(data, indent=2) + "\n"
 
     def to_markdown(self) -> str:
         lines = [f"# Build report: release {self.release}", "", f"Matrix: `{self.matrix}`", "",
@@ -64,15 +137,14 @@ class Report:
                          f"{r.layers or '-'} | {seconds(r.build_seconds)} | {smoke_cell(r)} | {v.get('torch')} | "
                          f"{v.get('cuda') or '-'} | "
                          f"{v.get('cudnn') or '-'} | {v.get('python')} |")
-        tiered = [r for r in self.images
-                  if any(any(counts.values()) for counts in ((r.stages.get("smoke") or {}).get("tiers") or {}).values())]
+        tiered = [r for r in self.images if r.smoke and any(any(counts.values()) for counts in r.smoke.tiers.values())]
         if tiered:
             lines += ["", "## GPU checks", "",
                       "GPU-ready checks (CUDA libraries load, versions read from them, compiled GPU architectures, one "
                       "copy of each library) are proven without a GPU; the others need one and skip without it.", "",
                       "| image | proven without a GPU | need a GPU |", "|---|---|---|"]
             for r in tiered:
-                tiers = r.stages["smoke"]["tiers"]
+                tiers = r.smoke.tiers
                 lines.append(f"| {r.image} | {tier_cell(tiers.get('gpu-ready'))} | {tier_cell(tiers.get('needs-gpu'))} |")
         failures = [r for r in self.images if r.error]
         if failures:
@@ -96,11 +168,7 @@ class Report:
 
 
 def smoke_cell(record: ImageRecord) -> str:
-    smoke = record.stages.get("smoke")
-    if not smoke:
-        return "-"
-    return (f"{smoke['passed']} passed, {smoke['failed']} failed, {smoke['skipped']} skipped "
-            f"({smoke['skipped_no_gpu']} no GPU)")
+    return record.smoke.cell() if record.smoke else "-"
 
 
 def ratio(size: int | None, floor: int | None) -> str:

@@ -31,6 +31,7 @@ import docker.errors
 import docker.types
 
 from .engine import connect
+from .report import SmokeStage
 from .settings import SETTINGS
 
 SMOKE_DIR = SETTINGS.root / "tests" / "smoke"
@@ -133,11 +134,11 @@ class SmokeResult:
         return "; ".join(f"{TIERS[tier]}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
                          for tier, counts in self.tiers().items() if any(counts.values()))
 
-    def record(self) -> dict[str, Any]:
-        return {"passed": self.count("passed"), "failed": self.count("failed"), "skipped": self.count("skipped"),
-                "skipped_no_gpu": self.skipped_no_gpu, "seconds": round(self.seconds, 1), "gpus": self.gpus,
-                "tiers": self.tiers(), "error": self.error, "image_id": self.image_id,
-                "checks": [asdict(c) for c in self.checks]}
+    def record(self) -> SmokeStage:
+        return SmokeStage(passed=self.count("passed"), failed=self.count("failed"), skipped=self.count("skipped"),
+                          skipped_no_gpu=self.skipped_no_gpu, seconds=round(self.seconds, 1), gpus=self.gpus,
+                          tiers=self.tiers(), error=self.error, image_id=self.image_id,
+                          checks=[asdict(c) for c in self.checks])
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ def record_result(report: Report, job: BuildJob, result: SmokeResult) -> None:
         record = ImageRecord(image=job.image, entry=job.spec.name, variant=job.variant, tag=job.tag, result="not built here",
                              versions=target_of(job).expected)
         report.images.append(record)
-    record.stages["smoke"] = result.record()
+    record.smoke = result.record()
 
 
 def first_lines(message: str, count: int = 3) -> str:

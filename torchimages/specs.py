@@ -81,7 +81,12 @@ class Plan:
     specs: tuple[ImageSpec, ...]
 
     def tag(self, release: str, image_name: str) -> str:
-        return f"{self.registry}:{release}-{image_name}"
+        return f"{self.registry}:{image_tag(release, image_name)}"
+
+
+def image_tag(release: str, image_name: str) -> str:
+    """The tag of an image in a release (RELEASE-NAME[-VARIANT]): built from the two, never parsed back."""
+    return f"{release}-{image_name}"
 
 
 def resolve(matrix: Matrix, data: CompatData | None = None) -> Plan:

@@ -124,7 +124,7 @@ def test_release_tags_are_immutable(api: docker.APIClient, registry: Registry, t
 def test_only_images_that_passed_smoke_are_pushed(api: docker.APIClient, registry: Registry, tested_report: Path) -> None:
     report = Report.load(tested_report)
     base = next(r for r in report.images if r.variant == "base")
-    base.stages["smoke"]["failed"] = 1
+    base.smoke.failed = 1
     publisher = publish.Publisher(api, f"{registry.host}/ml/failed-smoke", ca=registry.folder / "ca.crt",
                                   credentials=publish.Credentials(registry.user, registry.password), say=lambda _: None)
     outcomes = {o.image: o for o in publisher.publish(report)}
@@ -189,7 +189,7 @@ def test_credentials_from_stdin_and_from_the_docker_config_write_nothing(registr
 
 def test_the_smoke_suite_records_the_image_it_ran(tested_report: Path) -> None:
     for record in Report.load(tested_report).images:
-        assert record.stages["smoke"]["image_id"] == record.image_id and record.image_id.startswith("sha256:"), record
+        assert record.smoke.image_id == record.image_id and record.image_id.startswith("sha256:"), record
 
 
 def test_a_retagged_image_is_not_pushed_with_another_images_results(api: docker.APIClient, registry: Registry,

@@ -116,7 +116,7 @@ def test_report_says_which_gpu_checks_were_proven_without_a_gpu(tmp_path: Path) 
     assert result.tiers_summary() == ("proven without a GPU: 1 passed, 0 failed, 0 skipped; "
                                       "needs a GPU: 0 passed, 0 failed, 1 skipped")
     report = Report("v1", "matrix.yaml", [ImageRecord("img", "img", "base", "tag", "built", {}, size_bytes=1050,
-                                                      floor_bytes=1000, stages={"smoke": result.record()})])
+                                                      floor_bytes=1000, smoke=result.record())])
     markdown = report.to_markdown()
     assert "| img | 1 passed, 0 failed, 0 skipped | 0 passed, 0 failed, 1 skipped |" in markdown
     assert "| 1.050 |" in markdown

@@ -1,0 +1,50 @@
+"""Issue 11, item 1: typed stage results on each image record, one definition of "passed", the JSON shape kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from torchimages.report import ImageRecord, PushStage, Report, SmokeStage
+from torchimages.specs import image_tag
+
+
+def smoke(passed: int = 10, failed: int = 0, error: str | None = None) -> SmokeStage:
+    return SmokeStage(passed=passed, failed=failed, skipped=2, skipped_no_gpu=2, seconds=1.0, gpus=0,
+                      tiers={"gpu-ready": {"passed": 1, "failed": 0, "skipped": 0}}, error=error, image_id="sha256:1")
+
+
+def record(result: str = "built", **stages: object) -> ImageRecord:
+    return ImageRecord(image="x", entry="x", variant="base", tag="r/x:v1-x", result=result, versions={"torch": "2.3.1"},
+                       **stages)
+
+
+@pytest.mark.parametrize(("item", "passed", "ok"), [
+    (record(smoke=smoke()), True, True),
+    (record(smoke=smoke(failed=1)), False, False),
+    (record(smoke=smoke(error="could not run the suite")), False, False),
+    (record(smoke=smoke(passed=0)), False, False),   # nothing proven is not a pass, for publish and the exit code alike
+    (record(), False, True),                          # built, not tested (yet): the build's exit policy is met
+    (record(result="failed"), False, False),
+    (record(result="not built here", smoke=smoke()), True, True),
+])
+def test_one_definition_of_passed(item: ImageRecord, passed: bool, ok: bool) -> None:
+    assert item.smoke_passed is passed and item.ok is ok
+
+
+def test_the_report_keeps_its_json_shape_and_reads_back_typed(tmp_path: Path) -> None:
+    report = Report("v1", "matrix.yaml", images=[record(smoke=smoke(), push=PushStage("r/x:v1-x", digest="sha256:2"),
+                                                        bench={"rows": []})])
+    json_path, markdown = report.write(tmp_path / "report.json")
+    data = json.loads(json_path.read_text())["images"][0]
+    assert set(data["stages"]) == {"smoke", "push", "bench"} and "smoke" not in data
+    assert data["stages"]["smoke"]["passed"] == 10 and data["stages"]["push"]["digest"] == "sha256:2"
+    back = Report.load(json_path)
+    assert back == report and isinstance(back.images[0].smoke, SmokeStage) and back.images[0].push.ok
+    assert "10 passed, 0 failed, 2 skipped (2 no GPU)" in markdown.read_text()
+
+
+def test_a_tag_is_made_from_release_and_image() -> None:
+    assert image_tag("v2.7", "torch2.3.1-cu121-cudnn8.9-py3.11-jupyter") == "v2.7-torch2.3.1-cu121-cudnn8.9-py3.11-jupyter"
