@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from . import matrix as matrix_stage
 from . import selfcheck as selfcheck_stage
 from .buildinputs import BuildInputs
+from .consoles import err, out
 from .errors import UserError
 from .matrix import FLAVORS, VARIANTS
 from .settings import ROOT_ENV, SETTINGS, is_checkout
@@ -26,15 +26,10 @@ if TYPE_CHECKING:
 
     from .buildstage import BuildOptions
     from .publishstage import PushOptions
-    from .report import Report
 
 # The stages that talk to the engine (build, smoke, bench, push) import the Docker SDK, which costs more than the
 # rest of the tool together: commands import them when they run, so validate, render and matrix answer at once.
 
-# markup=False: user and engine text ("[/x]" in a name, a tag or a build log line) is printed as it is; the few
-# styled lines escape what they interpolate and ask for markup.
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 240, markup=False)
 
 
 def matrix_option(function: Callable[..., None]) -> Callable[..., None]:
@@ -184,9 +179,7 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from . import buildstage
-    from . import render as render_stage
-    from .publishstage import push_report
+    from . import release as release_stages
 
     if not release:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
@@ -196,16 +189,10 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
     if values["push"]:
         push_options_from(plan, values).check()  # before a long build, not after it
     if dry_run:
-        print_plan(plan, options)
+        release_stages.print_plan(plan, options)
         return
-    written = render_stage.write(plan, release, images_dir)
-    out.print(f"rendered {len(written)} build contexts under {images_dir} for release {release}")
-    report = run_build(plan, options, exit_on_failure=False)
-    built = [job for job in buildstage.select(plan, options) if report_result(report, job.image) == "built"]
-    if built:
-        run_smoke(built, report, require_gpu=bool(values["require_gpu"]))
-    pushed = push_report(report, push_options_from(plan, values), err) if values["push"] else True
-    finish(report, options, failed=not pushed)
+    push = push_options_from(plan, values) if values["push"] else None
+    sys.exit(release_stages.run(plan, options, push=push, require_gpu=bool(values["require_gpu"])))
 
 
 @main.command()
@@ -215,69 +202,20 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
 @build_options
 def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: bool, **values: object) -> None:
     """Build the rendered images (bases first, each variant FROM its base)."""
+    from . import release as release_stages
     from . import render as render_stage
 
     plan = load_plan(matrix_path)
     images_dir = images_folder(matrix_path, images_dir)
     options = build_options_from(release, images_dir, values)
     if dry_run:
-        print_plan(plan, options)
+        release_stages.print_plan(plan, options)
         return
     stale = render_stage.stale_paths(plan, release, images_dir)
     if stale:
         raise UserError(f"{images_dir} does not match the matrix for release {release} ({len(stale)} files differ); "
                         f"run: python build.py render --tag {release}")
-    run_build(plan, options)
-
-
-def print_plan(plan: Plan, options: BuildOptions) -> None:
-    from . import buildstage
-
-    jobs = buildstage.select(plan, options)
-    out.print(f"plan for release {options.release}: {len(jobs)} images from the contexts in {options.images_dir}/, "
-              f"{options.jobs} at a time; no engine touched")
-    for line in buildstage.describe_plan(jobs):
-        out.print(line)
-
-
-def run_build(plan: Plan, options: BuildOptions, *, exit_on_failure: bool = True) -> Report:
-    """Build and print failures; with `exit_on_failure`, also the summary and report, exiting 1 on failure."""
-    from . import buildstage
-
-    report = buildstage.build(plan, options, err)
-    for record in report.images:
-        if record.error:
-            err.print(f"[bold red]FAILED[/] {escape(record.error)}", markup=True, highlight=False)
-    if exit_on_failure:
-        finish(report, options)
-    return report
-
-
-def run_smoke(jobs: list, report: Report, *, require_gpu: bool) -> None:
-    from . import smokestage
-
-    results = smokestage.test_images(jobs, report, err, require_gpu=require_gpu)
-    skipped = sum(r.skipped_no_gpu for r in results)
-    failed = sum(1 for r in results if not r.ok)
-    err.print(f"smoke: {len(results) - failed} of {len(results)} images passed; {skipped} checks skipped for lack "
-              "of a GPU (skips are not passes)", highlight=False)
-
-
-def report_result(report: Report, image: str) -> str | None:
-    return next((r.result for r in report.images if r.image == image), None)
-
-
-def finish(report: Report, options: BuildOptions, *, failed: bool = False) -> None:
-    """Summary table and report; exit 1 if any image was not built or failed its smoke suite."""
-    out.print(report.summary())
-    try:
-        json_path, markdown_path = report.write(options.report_path)
-    except OSError as exc:  # after a whole build: say where it could not go, keep the images
-        raise UserError(f"the report could not be written to {options.report_path}: {exc.strerror or exc}; the images "
-                        "are built: give --report a writable path and run the same command again (it is a no-op)") from None
-    out.print(f"report: {json_path} ({markdown_path.name})")
-    if failed or not all(record.ok for record in report.images):
-        sys.exit(1)
+    sys.exit(release_stages.finish(release_stages.build(plan, options), options))
 
 
 @main.command()
@@ -327,16 +265,17 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavors: tuple[str, ...],
                variants: tuple[str, ...], require_gpu: bool, report: Path | None) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
-    from . import buildstage, smokestage
+    from . import buildstage
+    from . import release as release_stages
     from .buildstage import BuildOptions
 
     plan = load_plan(matrix_path, quiet=True)
-    options = BuildOptions(release=release, images_dir=images_folder(matrix_path, None), only=only, flavors=flavors, variants=variants,
-                           report=report)
+    options = BuildOptions(release=release, images_dir=images_folder(matrix_path, None), only=only, flavors=flavors,
+                           variants=variants, report=report)
     jobs = [job for job in buildstage.select(plan, options) if not only or any(fnmatch(job.image, g) for g in only)]
-    results_report = smokestage.load_report(options.report_path, release, plan.file)
-    run_smoke(jobs, results_report, require_gpu=require_gpu)
-    finish(results_report, options)
+    results_report = release_stages.load_report(options.report_path, release, plan.file)
+    release_stages.smoke(jobs, results_report, require_gpu=require_gpu)
+    sys.exit(release_stages.finish(results_report, options))
 
 
 @main.command(name="bench")

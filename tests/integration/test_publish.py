@@ -107,8 +107,9 @@ def test_release_tags_are_immutable(api: docker.APIClient, registry: Registry, t
     [published] = publisher.publish(first)
     assert published.error is None and published.digest
     # Another image under the same release tag:
-    impostor = copy.deepcopy(other)
-    impostor.variant, impostor.tag = "base", f"localhost/impostor:{base.tag.rsplit(':', 1)[1]}"
+    impostor = copy.deepcopy(other)  # the jupyter image, recorded under the base image's name (so its release tag)
+    impostor.image, impostor.entry, impostor.variant = base.image, base.entry, "base"
+    impostor.tag = f"localhost/impostor:{base.tag.rsplit(':', 1)[1]}"
     api.tag(other.tag, "localhost/impostor", base.tag.rsplit(":", 1)[1])
     refused = publisher.publish(Report(report.release, report.matrix, images=[impostor]))[0]
     assert refused.error and "release tags are immutable" in refused.error and not refused.pushed
