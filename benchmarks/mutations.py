@@ -91,7 +91,8 @@ MUTATIONS = [
              "        if True:", "a stale compiled compat.json used"),
     Mutation("torchimages/errors.py", "    if all(unicodedata.category(c) not in HIDDEN for c in text):\n        return text\n",
              "    return text\n", "messages print control characters raw"),
-    Mutation("torchimages/render.py", "        keep_nested_renders(out, staging, {c.image for c in rendered})\n", "",
+    Mutation("torchimages/render.py",
+             "        keep_nested_renders(out, staging, {name.split(\"/\", 1)[0] for name in files if \"/\" in name})\n", "",
              "rendering images/ deletes images/<matrix>/"),
     # build inputs (buildinputs.py)
     Mutation("torchimages/buildinputs.py", "if self.apt_mirror and \"@\" in urlsplit(self.apt_mirror).netloc:",

@@ -6,7 +6,6 @@ Python (--local); a release can be gated on the AMP speedup of GPU runners (--mi
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
@@ -35,19 +34,16 @@ def in_image(runner: SmokeRunner, tag: str, seconds: float) -> dict[str, Any]:
 
     A failure is returned as {"error": ...}, so one image's failure leaves the other images' results.
     """
+    containers = runner.containers
     try:
-        container = runner.start_container(tag, command=["sleep", "infinity"])
-    except docker.errors.DockerException as exc:
-        return {"error": f"could not start {tag}: {exc}"}
-    try:
-        runner.upload(container, [SCRIPT], "torchimages-bench")
-        code, stdout, stderr = runner.exec_split(container, ["python", "/tmp/torchimages-bench/train_bench.py",
-                                                             str(seconds)], TIMEOUT)
+        container = containers.start(tag, command=["sleep", "infinity"])
+        containers.upload(container, [SCRIPT], "torchimages-bench")
+        code, stdout, stderr = containers.exec_split(container, ["python", "/tmp/torchimages-bench/train_bench.py",
+                                                                 str(seconds)], TIMEOUT)
     except (docker.errors.DockerException, requests.RequestException) as exc:
         return {"error": f"the benchmark could not run in {tag}: {exc}"}
     finally:
-        with contextlib.suppress(docker.errors.APIError):
-            runner.api.remove_container(container, force=True)
+        containers.remove_all()
     return parse_result(code, stdout, stderr)
 
 

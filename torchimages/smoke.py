@@ -8,7 +8,6 @@ removed afterwards, also on failure or Ctrl-C.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import re
 import secrets
@@ -16,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import urllib.error
@@ -28,8 +26,8 @@ from xml.etree import ElementTree
 
 import docker
 import docker.errors
-import docker.types
 
+from .containers import Containers, free_port
 from .engine import connect
 from .report import SmokeStage
 from .settings import SETTINGS
@@ -43,7 +41,6 @@ SUITES = {
     "ssh": ("test_versions.py", "test_hygiene.py", "test_ssh.py"),
 }
 HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's host id in test names
-SHM_SIZE = "2g"  # DataLoader workers and NCCL pass tensors through /dev/shm (64 MB by default)
 # Above the sum of the checks' own timeouts (each command in a container runs under `timeout`); past it pytest is
 # interrupted, and what ran until then is still reported (run_pytest).
 SUITE_TIMEOUT = 3600
@@ -158,16 +155,12 @@ class SmokeRunner:
         self.api = api or connect(600)
         self.require_gpu = require_gpu
         self.label_prefix = label_prefix
-        # Every container asks for all GPUs, as `docker run --gpus all` does (the NVIDIA container toolkit needs no
-        # `nvidia` runtime in `docker info`); an engine that refuses the request is remembered, and asked no more.
-        self.gpu_request: bool | None = None
-        self.gpu_note = ""
-        self.shm_size: str | None = SHM_SIZE  # None: Docker's default 64 MB, as a user who forgets --shm-size gets
+        self.containers = Containers(self.api)  # one per runner: an engine's refusal of GPUs is remembered
 
     def run(self, target: Target) -> SmokeResult:
         started = time.monotonic()
         result = SmokeResult(target.image, target.tag)
-        containers: list[str] = []
+        containers: list[str] = []  # this image's: the first is the one the suite runs in
         try:
             with tempfile.TemporaryDirectory(prefix="smoke-") as tmp:
                 result.image_id = self.api.inspect_image(target.tag)["Id"]
@@ -179,9 +172,7 @@ class SmokeRunner:
         except (docker.errors.DockerException, RuntimeError, subprocess.TimeoutExpired) as exc:
             result.error = f"{target.image}: could not run the suite: {exc}"
         finally:
-            for container in containers:
-                with contextlib.suppress(docker.errors.APIError):
-                    self.api.remove_container(container, force=True)
+            self.containers.remove_all()
             result.seconds = time.monotonic() - started
         return result
 
@@ -200,42 +191,11 @@ class SmokeRunner:
         elif target.variant == "ssh":
             facts["ssh"] = self._start_ssh(target, containers, tmp)
         else:
-            containers.append(self.start_container(target.tag, command=["sleep", "infinity"]))
-        self._upload_probes(containers[0])
-        facts["gpus"], facts["gpu_error"] = self._gpus(containers[0])
-        facts["gpu_note"] = self.gpu_note
+            containers.append(self.containers.start(target.tag, command=["sleep", "infinity"]))
+        self.containers.upload(containers[0], sorted((SMOKE_DIR / "probes").glob("*.py")), "torchimages-probes")
+        facts["gpus"], facts["gpu_error"] = self.containers.gpus(containers[0])
+        facts["gpu_note"] = self.containers.gpu_note
         return facts
-
-    def start_container(self, tag: str, *, command: list[str] | None = None, environment: dict[str, str] | None = None,
-                port: int | None = None, container_port: int | None = None, user: str | None = None,
-                binds: dict[str, dict[str, str]] | None = None) -> str:
-        """Create and start a container as `docker run --gpus all` would; without GPUs where the engine has none."""
-        def create(gpus: bool) -> str:
-            host_config = self.api.create_host_config(
-                shm_size=self.shm_size, binds=binds,
-                port_bindings={container_port: ("127.0.0.1", port)} if port else None,
-                device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if gpus else None,
-            )
-            return self.api.create_container(tag, command=command, environment=environment, user=user,
-                                             ports=[container_port] if container_port else None,
-                                             host_config=host_config, labels={"io.torchimages.smoke": "1"})["Id"]
-
-        container = ""
-        try:
-            container = create(gpus=self.gpu_request is not False)
-            self.api.start(container)
-        except docker.errors.APIError as exc:
-            if self.gpu_request is False or not refuses_gpus(exc):
-                raise
-            if container:
-                self.api.remove_container(container, force=True)
-            self.gpu_request = False
-            self.gpu_note = f"the engine refused a GPU request ({str(exc).strip()[:200]}): no NVIDIA container toolkit"
-            container = create(gpus=False)
-            self.api.start(container)
-        else:
-            self.gpu_request = self.gpu_request is not False
-        return container
 
     def _start_jupyter(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
         """One server per way users start it; each must serve the same way."""
@@ -246,19 +206,19 @@ class SmokeRunner:
         for form in JUPYTER_FORMS:
             token, port = secrets.token_hex(16), free_port()
             binds = {str(mount): {"bind": "/workspace/shared", "mode": "rw"}} if form.user else None
-            container = self.start_container(target.tag, command=form.command, port=port, container_port=8888,
-                                             environment=None if form.generated_token else {"JUPYTER_TOKEN": token},
-                                             user=form.user, binds=binds)
+            container = self.containers.start(target.tag, command=form.command, port=port, container_port=8888,
+                                              environment=None if form.generated_token else {"JUPYTER_TOKEN": token},
+                                              user=form.user, binds=binds)
             containers.append(container)
             servers[form.name] = {"url": f"http://127.0.0.1:{port}", "token": token, "container": container,
                                   "command": form.command, "uid": None, "mount": "/workspace/shared" if binds else None}
         for name, server in servers.items():
             try:
-                wait_http(f"{server['url']}/api", 90, self.api, server["container"])
+                wait_http(f"{server['url']}/api", 90, self.containers, server["container"])
             except RuntimeError as exc:
                 raise RuntimeError(f"Jupyter started with {name} ({server['command'] or 'no command'}): {exc}") from None
-            server["uid"] = int(self.exec(server["container"], ["id", "-u"]).strip())
-            server["log"] = logs(self.api, server["container"], tail=200)
+            server["uid"] = int(self.containers.exec(server["container"], ["id", "-u"]).strip())
+            server["log"] = self.containers.logs(server["container"], tail=200)
         generated = servers["generated-token"]
         generated["token"] = generated_token(generated["log"])
         return servers
@@ -277,68 +237,24 @@ class SmokeRunner:
             environment = {"NCCL_SMOKE_QUOTING": QUOTING_PROBE}  # must reach sessions as it is
             if not form.mounted_key:
                 environment["SSH_AUTHORIZED_KEYS"] = public.read_text()
-            containers.append(self.start_container(target.tag, command=form.command, port=port, container_port=22,
-                                                   environment=environment, binds=mounted))
+            containers.append(self.containers.start(target.tag, command=form.command, port=port, container_port=22,
+                                                    environment=environment, binds=mounted))
             servers[form.name] = {"port": port, "key": str(key), "container": containers[-1], "command": form.command,
                                   "mounted_key": form.mounted_key}
         for name, server in servers.items():
             try:
-                wait_ssh(server["port"], 30, self.api, server["container"])
+                wait_ssh(server["port"], 30, self.containers, server["container"])
             except RuntimeError as exc:
                 raise RuntimeError(f"sshd started with {name} ({server['command'] or 'no command'}): {exc}") from None
-            server["user"] = self.exec(server["container"], ["id", "-un"]).strip()
-            server["python"] = self.exec(server["container"], ["sh", "-c", "command -v python"]).strip()
+            server["user"] = self.containers.exec(server["container"], ["id", "-un"]).strip()
+            server["python"] = self.containers.exec(server["container"], ["sh", "-c", "command -v python"]).strip()
         return servers
-
-    def _upload_probes(self, container: str) -> None:
-        self.upload(container, sorted((SMOKE_DIR / "probes").glob("*.py")), "torchimages-probes")
-
-    def upload(self, container: str, files: list[Path], folder: str) -> None:
-        """Copy `files` into /tmp/FOLDER in the container, readable by any user."""
-        archive = io.BytesIO()
-        with tarfile.open(fileobj=archive, mode="w") as tar:
-            for probe in files:
-                info = tar.gettarinfo(str(probe), arcname=f"{folder}/{probe.name}")
-                info.uid = info.gid = 0
-                info.mode = 0o644
-                with probe.open("rb") as handle:
-                    tar.addfile(info, handle)
-        self.api.put_archive(container, "/tmp", archive.getvalue())
-
-    def _gpus(self, container: str) -> tuple[int, str | None]:
-        """The GPUs the container was given (nvidia-smi -L), and nvidia-smi's error when it fails: an error, not 0 GPUs."""
-        if not self.gpu_request:
-            return 0, None
-        try:
-            listing = self.exec(container, ["nvidia-smi", "-L"])
-        except RuntimeError as exc:
-            return 0, f"GPUs were requested, but nvidia-smi failed in the container: {exc}"
-        return sum(1 for line in listing.splitlines() if line.startswith("GPU ")), None
 
     def image_home(self, tag: str) -> str:
         """The home folder of the image's user, where a mounted authorized_keys goes."""
-        container = self.api.create_container(tag, entrypoint=["sh", "-c", 'getent passwd "$(id -u)" | cut -d: -f6'],
-                                              labels={"io.torchimages.smoke": "1"})
-        try:
-            self.api.start(container)
-            self.api.wait(container, timeout=60)
-            return self.api.logs(container, stderr=False).decode().strip()
-        finally:
-            self.api.remove_container(container, force=True)
-
-    def exec_split(self, container: str, command: list[str], timeout: int = 60) -> tuple[int, str, str]:
-        """Exit code, stdout and stderr apart (a result printed on stdout is never mixed with warnings)."""
-        exec_id = self.api.exec_create(container, ["timeout", str(timeout), *command])
-        stdout, stderr = self.api.exec_start(exec_id, demux=True)
-        code = self.api.exec_inspect(exec_id)["ExitCode"]
-        return code, (stdout or b"").decode(errors="replace"), (stderr or b"").decode(errors="replace")
-
-    def exec(self, container: str, command: list[str], timeout: int = 60) -> str:
-        exec_id = self.api.exec_create(container, ["timeout", str(timeout), *command])
-        output = self.api.exec_start(exec_id).decode()
-        if self.api.exec_inspect(exec_id)["ExitCode"] != 0:
-            raise RuntimeError(f"{' '.join(command)} failed: {output[-500:]}")
-        return output
+        _code, home = self.containers.run_once(tag, entrypoint=["sh", "-c", 'getent passwd "$(id -u)" | cut -d: -f6'],
+                                               timeout=60, stderr=False)
+        return home.strip()
 
     # --- pytest ------------------------------------------------------------------------------
 
@@ -349,11 +265,6 @@ class SmokeRunner:
                    f"--hosts=docker://{container}", f"--facts={facts_file}", f"--junitxml={junit}",
                    "-p", "no:cacheprovider", "-v", "-o", "junit_family=xunit2", f"--rootdir={SETTINGS.root}"]
         return run_pytest(command, junit, budget=SUITE_TIMEOUT, cwd=SETTINGS.root)
-
-
-def refuses_gpus(exc: docker.errors.APIError) -> bool:
-    """The engine's answer to a GPU request when no NVIDIA container toolkit is installed."""
-    return "could not select device driver" in str(exc)
 
 
 def run_pytest(command: list[str], junit: Path, *, budget: float, cwd: Path, grace: float = INTERRUPT_GRACE) -> list[Check]:
@@ -399,42 +310,26 @@ def parse_junit(path: Path) -> list[Check]:
     return checks
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_http(url: str, timeout: float, api: docker.APIClient, container: str) -> None:
+def wait_http(url: str, timeout: float, containers: Containers, container: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(urllib.error.URLError, ConnectionError, OSError), urllib.request.urlopen(url, timeout=5):
             return
-        exited(api, container)
+        containers.check_running(container)
         time.sleep(0.5)
-    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s; container log:\n{logs(api, container)}")
+    raise RuntimeError(f"{url} did not answer within {timeout:.0f} s; container log:\n{containers.logs(container)}")
 
 
-def wait_ssh(port: int, timeout: float, api: docker.APIClient, container: str) -> None:
+def wait_ssh(port: int, timeout: float, containers: Containers, container: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
             if sock.recv(64).startswith(b"SSH-"):
                 return
-        exited(api, container)
+        containers.check_running(container)
         time.sleep(0.3)
-    raise RuntimeError(f"sshd on port {port} did not answer within {timeout:.0f} s; container log:\n{logs(api, container)}")
-
-
-def exited(api: docker.APIClient, container: str) -> None:
-    """Fail at once when the service's container has stopped instead of waiting out the timeout."""
-    state = api.inspect_container(container)["State"]
-    if not state["Running"]:
-        raise RuntimeError(f"the container exited with code {state['ExitCode']}; its log:\n{logs(api, container)}")
-
-
-def logs(api: docker.APIClient, container: str, tail: int = 30) -> str:
-    return api.logs(container, tail=tail).decode(errors="replace")
+    raise RuntimeError(f"sshd on port {port} did not answer within {timeout:.0f} s; container log:\n"
+                       f"{containers.logs(container)}")
 
 
 def generated_token(log: str) -> str | None:

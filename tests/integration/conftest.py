@@ -25,6 +25,7 @@ import requests
 import yaml
 
 from torchimages import compat, matrix, specs
+from torchimages.containers import Containers
 from torchimages.settings import SETTINGS
 from torchimages.smokestage import expected_of
 
@@ -69,13 +70,7 @@ def run(command: list[str], timeout: float, **kwargs: object) -> subprocess.Comp
 
 def run_in(api: docker.APIClient, tag: str, command: list[str], *, must_succeed: bool = True) -> tuple[int, str]:
     """Run a command in a fresh container of `tag`: its exit code and output (the container is removed)."""
-    container = api.create_container(tag, command=command, entrypoint=[])
-    try:
-        api.start(container)
-        status = api.wait(container, timeout=300)["StatusCode"]
-        output = api.logs(container).decode()
-    finally:
-        api.remove_container(container, force=True)
+    status, output = Containers(api).run_once(tag, command=command, entrypoint=[], timeout=300)
     assert status == 0 or not must_succeed, f"{command} failed in {tag}: {output}"
     return status, output
 

@@ -6,6 +6,7 @@ import io
 
 import docker
 
+from torchimages.containers import Containers
 from torchimages.smoke import NO_GPU, SSH_FORMS, SmokeResult, SmokeRunner, Target
 
 from .conftest import EntryBuild
@@ -99,15 +100,12 @@ def test_ssh_image_whose_sshd_command_is_bare_fails(api: docker.APIClient, cpu_b
 def test_this_engine_refuses_the_gpu_request_once_and_the_reason_is_kept(api: docker.APIClient,
                                                                         cpu_build: EntryBuild) -> None:
     """This machine's engine has no NVIDIA container toolkit: the runner asks for GPUs once, then runs without."""
-    runner = SmokeRunner()
-    containers = [runner.start_container(cpu_build.tags["base"], command=["sleep", "60"]) for _ in range(2)]
-    try:
-        assert runner.gpu_request is False
-        assert "could not select device driver" in runner.gpu_note and "no NVIDIA container toolkit" in runner.gpu_note
-        assert all(api.inspect_container(c)["State"]["Running"] for c in containers)
-    finally:
-        for container in containers:
-            api.remove_container(container, force=True)
+    with Containers(api) as tracked:
+        started = [tracked.start(cpu_build.tags["base"], command=["sleep", "60"]) for _ in range(2)]
+        assert tracked.gpu_request is False
+        assert "could not select device driver" in tracked.gpu_note and "no NVIDIA container toolkit" in tracked.gpu_note
+        assert all(api.inspect_container(c)["State"]["Running"] for c in started) and tracked.started == started
+    assert not api.containers(all=True, filters={"id": started[0]}), "a tracked container outlived its helper"
 
 
 def test_a_default_dev_shm_gives_the_doctors_hint_and_the_suites_failure(api: docker.APIClient,
@@ -121,7 +119,7 @@ def test_a_default_dev_shm_gives_the_doctors_hint_and_the_suites_failure(api: do
     finally:
         api.remove_container(container, force=True)
     runner = SmokeRunner()
-    runner.shm_size = None
+    runner.containers.shm_size = None
     result = runner.run(Target(image="base", tag=cpu_build.tags["base"], variant="base", flavor="cpu",
                                expected=cpu_build.expected))
     [dataloader] = [c for c in result.checks if c.name.endswith("test_dataloader_with_workers_through_shm")]

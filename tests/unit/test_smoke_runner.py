@@ -16,6 +16,7 @@ import docker.errors
 import requests
 
 from torchimages import bench
+from torchimages.containers import Containers
 from torchimages.smoke import SmokeRunner, run_pytest
 
 REFUSED = 'could not select device driver "" with capabilities: [[gpu]]'
@@ -61,27 +62,29 @@ class RecordedEngine:
 
 def test_an_engine_without_the_toolkit_is_asked_once_then_gets_containers_without_gpus() -> None:
     engine = RecordedEngine(refuse_gpus=True)
-    runner = SmokeRunner(api=engine)
-    assert runner.start_container("img") == "c2" and runner.start_container("img") == "c3"
+    runner = Containers(engine)
+    assert runner.start("img") == "c2" and runner.start("img") == "c3"
     assert [bool(c["device_requests"]) for c in engine.created] == [True, False, False]
-    assert engine.removed == ["c1"] and runner.gpu_request is False
+    assert engine.removed == ["c1"] and runner.gpu_request is False and runner.started == ["c2", "c3"]
     assert REFUSED in runner.gpu_note and "no NVIDIA container toolkit" in runner.gpu_note
-    assert runner._gpus("c2") == (0, None)
+    assert runner.gpus("c2") == (0, None)
+    runner.remove_all()
+    assert engine.removed == ["c1", "c2", "c3"] and runner.started == []
 
 
 def test_gpus_are_requested_without_an_nvidia_runtime_and_counted_from_nvidia_smi() -> None:
     engine = RecordedEngine(refuse_gpus=False, smi=(0, b"GPU 0: NVIDIA H200 (UUID: GPU-1)\nGPU 1: NVIDIA H200 (UUID: GPU-2)\n"))
-    runner = SmokeRunner(api=engine)
-    container = runner.start_container("img")
+    runner = Containers(engine)
+    container = runner.start("img")
     assert engine.created[0]["device_requests"] and runner.gpu_request is True
-    assert runner._gpus(container) == (2, None)
+    assert runner.gpus(container) == (2, None)
 
 
 def test_an_nvidia_smi_error_is_an_error_not_zero_gpus() -> None:
     failure = b"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
-    runner = SmokeRunner(api=RecordedEngine(refuse_gpus=False, smi=(9, failure)))
-    container = runner.start_container("img")
-    count, error = runner._gpus(container)
+    runner = Containers(RecordedEngine(refuse_gpus=False, smi=(9, failure)))
+    container = runner.start("img")
+    count, error = runner.gpus(container)
     assert count == 0 and error and "nvidia-smi failed in the container" in error and "couldn't communicate" in error
 
 
