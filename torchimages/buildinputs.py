@@ -87,7 +87,6 @@ def link_or_copy(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def copy_context(source: Path, target: Path, needs_build_config: bool) -> None:
-    """A private copy of a rendered context, without build-config when the Dockerfile never COPYs it."""
-    ignore = None if needs_build_config else shutil.ignore_patterns("build-config")
-    shutil.copytree(source, target, ignore=ignore, copy_function=shutil.copy2)
+def copy_context(source: Path, target: Path) -> None:
+    """A private copy of a rendered context (render wrote build-config/ only into contexts whose Dockerfile COPYs it)."""
+    shutil.copytree(source, target, copy_function=shutil.copy2)

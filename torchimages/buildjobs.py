@@ -98,7 +98,8 @@ class BuildRunner:
             pending.remove(job)
             base = outcomes.get(job.depends_on) if job.depends_on else None
             if base is not None and not base.ok:
-                outcomes[job.image] = BuildOutcome(job.image, job.tag, error=f"its base {job.depends_on} was not built")
+                outcomes[job.image] = BuildOutcome(job.image, job.tag, error=f"its base {job.depends_on} was not built",
+                                                   skipped=True)
                 self.emit(BuildEvent(job.image, "skipped", f"base {job.depends_on} was not built"))
                 continue
             running[pool.submit(self._build, job)] = job
@@ -108,8 +109,7 @@ class BuildRunner:
         self.emit(BuildEvent(job.image, "started", job.tag))
         with tempfile.TemporaryDirectory(prefix=f"ctx-{job.image}-") as tmp:
             context = Path(tmp) / "context"
-            dockerfile = (job.context / "Dockerfile").read_text(encoding="utf-8")
-            copy_context(job.context, context, needs_build_config="COPY build-config/" in dockerfile)
+            copy_context(job.context, context)
             self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc")
             base_arg = (self.inputs.base_image if job.variant == "base" else job.base_image) or None
             outcome = self.engine.build(job.image, context, job.tag, buildargs=self.inputs.buildargs(base_image=base_arg),

@@ -135,7 +135,7 @@ def result_of(outcome: BuildOutcome) -> str:
         return "built"
     if outcome.cancelled:
         return "cancelled"
-    return "skipped" if (outcome.error or "").startswith("its base") else "failed"
+    return "skipped" if outcome.skipped else "failed"
 
 
 def failure_message(job: BuildJob, outcome: BuildOutcome, logs: LogFiles) -> str:

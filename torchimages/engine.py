@@ -45,6 +45,7 @@ class BuildOutcome:
     step: str | None = None
     log_tail: list[str] = field(default_factory=list)
     cancelled: bool = False
+    skipped: bool = False  # never started: its base was not built
     # Images this build's steps committed (not the cache hits it reused), oldest first, and how many of them
     # were removed after a failure or a cancel.
     created: list[str] = field(default_factory=list)

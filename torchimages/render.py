@@ -104,19 +104,20 @@ def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, *, variant: str
         "labels": labels(plan, spec, release, variant, settings),
         "base_tag": plan.tag(release, spec.name), "template": TEMPLATE, "matrix_file": Path(plan.file).name,
         "image_facts": image_facts(spec, release),
+        "uses": [],  # what the rendered Dockerfile COPYs, declared by the template (macros.build_args)
     }
     files = {"Dockerfile": env.get_template(TEMPLATE).render(values)}
-    files.update(_static_files(env, variant, values))
+    files.update(_static_files(env, variant, values, build_config="build-config" in values["uses"]))
     return files
 
 
-def _static_files(env: jinja2.Environment, variant: str, values: dict) -> dict[str, str]:
-    """Files a context COPYs: the build-config folder, and each variant's scripts."""
+def _static_files(env: jinja2.Environment, variant: str, values: dict, *, build_config: bool) -> dict[str, str]:
+    """Files a context COPYs: the build-config folder (only where a stage installs packages), each variant's scripts."""
     files = {
         "build-config/network-env.sh": env.get_template("files/network-env.sh").render(values),
         "build-config/extra-ca.pem": "",
         "build-config/wheelhouse/.keep": "",
-    }
+    } if build_config else {}
     names = {"base": ["image-doctor", "torchimages-entrypoint", "image.json"],
              "jupyter": ["jupyter_server_config.py", "jupyter-healthcheck"], "ssh": ["start-sshd", "sshd_config", "profile.sh"]}
     folder = {"base": "image"}

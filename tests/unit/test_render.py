@@ -143,3 +143,13 @@ def test_a_render_that_changes_nothing_writes_nothing(tmp_path: Path) -> None:
     assert render.stale_paths(golden_plan(), "v1", out) == [str(out / "cpu-tiny" / "image" / "image-doctor")]
     render.write(golden_plan(), "v2", out)
     assert out.stat().st_ino != folder and '"release": "v2"' in (out / "rendered.json").read_text()
+
+
+def test_build_config_goes_exactly_into_the_contexts_that_copy_it(tmp_path: Path) -> None:
+    """The template declares what a Dockerfile COPYs (macros.build_args); nothing parses the Dockerfile for it."""
+    render.write(golden_plan(), "v1", tmp_path / "out")
+    contexts = [d for d in (tmp_path / "out").iterdir() if d.is_dir()]
+    copies = {d.name: "COPY build-config/" in (d / "Dockerfile").read_text() for d in contexts}
+    has = {d.name: (d / "build-config" / "network-env.sh").is_file() for d in contexts}
+    assert has == copies and any(copies.values()) and not all(copies.values()), copies
+    assert not has["cpu-tiny-ssh"] and has["cpu-tiny"] and has["cpu-tiny-jupyter"]
