@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .buildinputs import BuildInputs, copy_context
 from .engine import BuildOutcome, Engine
+from .errors import UserError
 from .events import BuildEvent, EventSink
 from .specs import ImageSpec, Plan
 
@@ -27,15 +28,36 @@ class BuildJob:
     base_image: str | None  # the FROM image of a base build (for error hints)
 
 
-def plan_jobs(plan: Plan, release: str, images_dir: Path, *, only: tuple[str, ...] = (), flavors: tuple[str, ...] = (),
-              variants: tuple[str, ...] = (), base_override: str | None = None) -> list[BuildJob]:
+@dataclass(frozen=True)
+class Selection:
+    """Which images a command works on (--only globs, --flavor, --variant); empty means all."""
+
+    only: tuple[str, ...] = ()
+    flavors: tuple[str, ...] = ()
+    variants: tuple[str, ...] = ()
+
+    def matches(self, image: str) -> bool:
+        return not self.only or any(fnmatch.fnmatch(image, glob) for glob in self.only)
+
+
+def select(plan: Plan, release: str, images_dir: Path, selection: Selection, *,
+           base_override: str | None = None) -> list[BuildJob]:
+    """plan_jobs, refusing a selection that matches nothing."""
+    jobs = plan_jobs(plan, release, images_dir, selection, base_override=base_override)
+    if not jobs:
+        raise UserError("no image matches --only/--flavor/--variant; list them with: python build.py matrix")
+    return jobs
+
+
+def plan_jobs(plan: Plan, release: str, images_dir: Path, selection: Selection = Selection(), *,
+              base_override: str | None = None) -> list[BuildJob]:
     """Selected images in build order; a selected variant brings its base along."""
     jobs: list[BuildJob] = []
     for spec in plan.specs:
-        if flavors and spec.flavor not in flavors:
+        if selection.flavors and spec.flavor not in selection.flavors:
             continue
         chosen = [(variant, image) for variant, image in spec.images()
-                  if (not variants or variant in variants) and (not only or any(fnmatch.fnmatch(image, g) for g in only))]
+                  if (not selection.variants or variant in selection.variants) and selection.matches(image)]
         if chosen and chosen[0][0] != "base":
             chosen.insert(0, ("base", spec.name))
         for variant, image in chosen:

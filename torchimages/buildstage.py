@@ -10,12 +10,13 @@ from pathlib import Path
 
 from rich.console import Console
 
+from . import buildjobs
 from .buildinputs import BuildInputs
-from .buildjobs import BuildJob, BuildRunner, plan_jobs
+from .buildjobs import BuildJob, BuildRunner, Selection
 from .engine import BuildOutcome, Engine, failure_hint
 from .errors import UserError
 from .progress import LiveProgress, LogFiles, PlainProgress, fan_out
-from .report import ImageRecord, Report
+from .report import ImageRecord, Report, report_path
 from .sizes import FloorMeter
 from .specs import Plan
 
@@ -24,9 +25,7 @@ from .specs import Plan
 class BuildOptions:
     release: str
     images_dir: Path
-    only: tuple[str, ...] = ()
-    flavors: tuple[str, ...] = ()
-    variants: tuple[str, ...] = ()
+    selection: Selection = field(default_factory=Selection)
     jobs: int = 1
     no_cache: bool = False
     plain: bool = False
@@ -36,7 +35,7 @@ class BuildOptions:
 
     @property
     def report_path(self) -> Path:
-        return self.report or Path("reports") / self.release / "build-report.json"
+        return report_path(self.release, self.report)
 
     @property
     def logs_dir(self) -> Path:
@@ -44,11 +43,8 @@ class BuildOptions:
 
 
 def select(plan: Plan, options: BuildOptions) -> list[BuildJob]:
-    jobs = plan_jobs(plan, options.release, options.images_dir, only=options.only, flavors=options.flavors,
-                     variants=options.variants, base_override=options.inputs.base_image)
-    if not jobs:
-        raise UserError("no image matches --only/--flavor/--variant; list them with: python build.py matrix")
-    return jobs
+    return buildjobs.select(plan, options.release, options.images_dir, options.selection,
+                            base_override=options.inputs.base_image)
 
 
 def describe_plan(jobs: list[BuildJob]) -> list[str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from .specs import Plan, release_problem, resolve
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from .buildjobs import Selection
     from .buildstage import BuildOptions
     from .publishstage import PushOptions
 
@@ -89,12 +89,28 @@ def load_plan(path: Path, quiet: bool = False) -> Plan:
     return plan
 
 
+def selection_options(function: Callable[..., None]) -> Callable[..., None]:
+    """--only, --flavor and --variant: which images a command works on (buildjobs.Selection)."""
+    options = [
+        click.option("--only", multiple=True, metavar="GLOB", help="Image names (repeatable); a variant brings its base."),
+        click.option("--flavor", "flavors", multiple=True, type=click.Choice(FLAVORS), help="Only these flavors."),
+        click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def selection_from(values: dict) -> Selection:
+    from .buildjobs import Selection
+
+    return Selection(only=tuple(values["only"]), flavors=tuple(values["flavors"]), variants=tuple(values["variants"]))
+
+
 def build_options(function: Callable[..., None]) -> Callable[..., None]:
     """Options shared by `build` and the default command."""
     options = [
-        click.option("--only", multiple=True, metavar="GLOB", help="Image names to build (repeatable); a variant brings its base."),
-        click.option("--flavor", "flavors", multiple=True, type=click.Choice(FLAVORS), help="Only these flavors."),
-        click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants."),
+        selection_options,
         click.option("--dry-run", is_flag=True, help="Print the plan (images, tags, order, contexts); touch no engine."),
         click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16), help="Parallel builds."),
         click.option("--no-cache", is_flag=True, help="Rebuild every step instead of reusing cached layers."),
@@ -159,8 +175,8 @@ def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOpt
                          apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
                          offline=values["offline"], base_image=values["base_image"])
     inputs.check()  # before anything is rendered, planned or built
-    return BuildOptions(release=release, images_dir=images_dir, only=values["only"], flavors=values["flavors"],
-                        variants=values["variants"], jobs=values["jobs"], no_cache=values["no_cache"],
+    return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
+                        no_cache=values["no_cache"],
                         plain=values["plain"], report=values["report"], logs=values["logs"], inputs=inputs)
 
 
@@ -215,7 +231,7 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
     if stale:
         raise UserError(f"{images_dir} does not match the matrix for release {release} ({len(stale)} files differ); "
                         f"run: python build.py render --tag {release}")
-    sys.exit(release_stages.finish(release_stages.build(plan, options), options))
+    sys.exit(release_stages.finish(release_stages.build(plan, options), options.report_path))
 
 
 @main.command()
@@ -257,25 +273,24 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 @main.command(name="test")
 @matrix_option
 @tag_option("Release tag of the built images, e.g. v2.7.", required=True)
-@click.option("--only", multiple=True, metavar="GLOB", help="Image names to test (repeatable).")
-@click.option("--flavor", "flavors", multiple=True, type=click.Choice(FLAVORS), help="Only these flavors.")
-@click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants.")
+@selection_options
 @click.option("--require-gpu", is_flag=True, help="Fail, instead of skip, the GPU checks when no GPU is given.")
 @click.option("--report", type=click.Path(path_type=Path), help="Report JSON to add results to [reports/RELEASE/build-report.json].")
-def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavors: tuple[str, ...],
-               variants: tuple[str, ...], require_gpu: bool, report: Path | None) -> None:
+def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Path | None, **values: object) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
-    from . import buildstage
+    from . import buildjobs
     from . import release as release_stages
-    from .buildstage import BuildOptions
+    from .report import report_path
 
     plan = load_plan(matrix_path, quiet=True)
-    options = BuildOptions(release=release, images_dir=images_folder(matrix_path, None), only=only, flavors=flavors,
-                           variants=variants, report=report)
-    jobs = [job for job in buildstage.select(plan, options) if not only or any(fnmatch(job.image, g) for g in only)]
-    results_report = release_stages.load_report(options.report_path, release, plan.file)
+    selection = selection_from(values)
+    # Only the images named: a variant's base, brought along for a build, is not tested unless named too.
+    jobs = [job for job in buildjobs.select(plan, release, images_folder(matrix_path, None), selection)
+            if selection.matches(job.image)]
+    path = report_path(release, report)
+    results_report = release_stages.load_report(path, release, plan.file)
     release_stages.smoke(jobs, results_report, require_gpu=require_gpu)
-    sys.exit(release_stages.finish(results_report, options))
+    sys.exit(release_stages.finish(results_report, path))
 
 
 @main.command(name="bench")
@@ -289,8 +304,9 @@ def smoke_test(*, matrix_path: Path, release: str, only: tuple[str, ...], flavor
 def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ...], local: bool, seconds: float,
                   min_amp_speedup: float | None, report: Path | None) -> None:
     """Training throughput: cudnn.benchmark off/on, fp32 vs AMP fp16/bf16, TF32 off/on."""
-    from . import bench, buildstage, smokestage
-    from .buildstage import BuildOptions
+    from . import bench, buildjobs, smokestage
+    from .buildjobs import Selection
+    from .report import report_path
 
     if local:
         results = {"local": bench.local(seconds)}
@@ -298,17 +314,17 @@ def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ..
         if not release:
             raise click.UsageError("--tag is required (or --local)")
         plan = load_plan(matrix_path, quiet=True)
-        options = BuildOptions(release=release, images_dir=images_folder(matrix_path, None), only=only,
-                               variants=() if only else ("base",), report=report)
+        selection = Selection(only=only, variants=() if only else ("base",))
         runner = bench.runner()
         results = {}
-        for job in buildstage.select(plan, options):
+        for job in buildjobs.select(plan, release, images_folder(matrix_path, None), selection):
             results[job.image] = bench.in_image(runner, job.tag, seconds)
-        run_report = smokestage.load_report(options.report_path, release, plan.file)
+        path = report_path(release, report)
+        run_report = smokestage.load_report(path, release, plan.file)
         for record in run_report.images:
             if record.image in results:
                 record.bench = results[record.image]
-        run_report.write(options.report_path)
+        run_report.write(path)
     gate_failures, errors = [], []
     for name, result in results.items():
         if "error" in result:  # the other images' results still print

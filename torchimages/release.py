@@ -31,7 +31,7 @@ def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_
     if built:
         smoke(built, report, require_gpu=require_gpu)
     pushed = push_report(report, push, err) if push else True
-    return finish(report, options, failed=not pushed)
+    return finish(report, options.report_path, failed=not pushed)
 
 
 def print_plan(plan: Plan, options: BuildOptions) -> None:
@@ -59,13 +59,13 @@ def smoke(jobs: list[BuildJob], report: Report, *, require_gpu: bool) -> None:
               "of a GPU (skips are not passes)", highlight=False)
 
 
-def finish(report: Report, options: BuildOptions, *, failed: bool = False) -> int:
+def finish(report: Report, path: Path, *, failed: bool = False) -> int:
     """Summary table and report; 1 if any image was not built or failed its smoke suite (or `failed`), else 0."""
     out.print(report.summary())
     try:
-        json_path, markdown_path = report.write(options.report_path)
+        json_path, markdown_path = report.write(path)
     except OSError as exc:  # after a whole build: say where it could not go, keep the images
-        raise UserError(f"the report could not be written to {options.report_path}: {exc.strerror or exc}; the images "
+        raise UserError(f"the report could not be written to {path}: {exc.strerror or exc}; the images "
                         "are built: give --report a writable path and run the same command again (it is a no-op)") from None
     out.print(f"report: {json_path} ({markdown_path.name})")
     return 1 if failed or not all(record.ok for record in report.images) else 0

@@ -13,6 +13,11 @@ from rich.table import Table
 from .errors import UserError
 
 
+def report_path(release: str, given: Path | None = None) -> Path:
+    """Where a release's report goes unless --report says otherwise."""
+    return given or Path("reports") / release / "build-report.json"
+
+
 @dataclass
 class SmokeStage:
     """The smoke suite's result for one image, as the report keeps it."""

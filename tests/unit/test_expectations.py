@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from torchimages import matrix, specs
-from torchimages.buildjobs import plan_jobs
+from torchimages.buildjobs import Selection, plan_jobs
 from torchimages.smokestage import target_of
 
 from .conftest import ROOT
@@ -21,7 +21,7 @@ def test_the_suite_expects_what_the_matrix_says(torch: str, python: str) -> None
     assert CPU_ENTRY in text, "matrix.yaml's CPU entry changed: update this test's edit"
     edited = text.replace(CPU_ENTRY, f'torch: "{torch}"\n    python: "{python}"')
     plan = specs.resolve(matrix.loads(edited, "matrix.yaml"))
-    jobs = plan_jobs(plan, "v1", Path("images"), only=("torch*-cpu-*",))
+    jobs = plan_jobs(plan, "v1", Path("images"), Selection(only=("torch*-cpu-*",)))
     assert sorted(job.variant for job in jobs) == ["base", "jupyter", "ssh"]
     for job in jobs:
         expected = target_of(job).expected
