@@ -278,7 +278,7 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 @click.option("--report", type=click.Path(path_type=Path), help="Report JSON to add results to [reports/RELEASE/build-report.json].")
 def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Path | None, **values: object) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
-    from . import buildjobs
+    from . import buildjobs, smokestage
     from . import release as release_stages
     from .report import report_path
 
@@ -288,7 +288,7 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
     jobs = [job for job in buildjobs.select(plan, release, images_folder(matrix_path, None), selection)
             if selection.matches(job.image)]
     path = report_path(release, report)
-    results_report = release_stages.load_report(path, release, plan.file)
+    results_report = smokestage.load_report(path, release, plan.file)
     release_stages.smoke(jobs, results_report, require_gpu=require_gpu)
     sys.exit(release_stages.finish(results_report, path))
 

@@ -166,18 +166,23 @@ def packaged_raw() -> dict[str, Any]:
     text = folder.joinpath("compat.yaml").read_text(encoding="utf-8")
     try:
         cached = json.loads(folder.joinpath(CACHE).read_text(encoding="utf-8"))
-        if cached.get("compat_yaml_sha256") == hashlib.sha256(text.encode("utf-8")).hexdigest():
+        if cached.get("compat_yaml_sha256") == digest(text):
             return cached["data"]
     except (OSError, ValueError, AttributeError):
         pass
     return yaml.load(text, Loader=SAFE_LOADER)  # a safe loader: libyaml's when PyYAML has it
 
 
+def digest(text: str) -> str:
+    """What compat.json records of the compat.yaml it was compiled from."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def write_cache(folder: Path = Path(__file__).parent / "data") -> Path:
     """Compile compat.yaml into compat.json (python -m torchimages.compat, after every change to compat.yaml)."""
     text = (folder / "compat.yaml").read_text(encoding="utf-8")
     data = yaml.load(text, Loader=SAFE_LOADER)
-    payload = {"compat_yaml_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    payload = {"compat_yaml_sha256": digest(text),
                "note": "generated from compat.yaml by `python -m torchimages.compat`; edit compat.yaml", "data": data}
     (folder / CACHE).write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return folder / CACHE

@@ -86,11 +86,10 @@ class Containers:
 
     def exec(self, container: str, command: list[str], timeout: int = 60) -> str:
         """stdout and stderr of `command` under `timeout`; RuntimeError when it fails."""
-        exec_id = self.api.exec_create(container, ["timeout", str(timeout), *command])
-        output = self.api.exec_start(exec_id).decode(errors="replace")
-        if self.api.exec_inspect(exec_id)["ExitCode"] != 0:
-            raise RuntimeError(f"{' '.join(command)} failed: {output[-500:]}")
-        return output
+        code, stdout, stderr = self.exec_split(container, command, timeout)
+        if code != 0:
+            raise RuntimeError(f"{' '.join(command)} failed: {(stdout + stderr)[-500:]}")
+        return stdout + stderr
 
     def exec_split(self, container: str, command: list[str], timeout: int = 60) -> tuple[int, str, str]:
         """Exit code, stdout and stderr apart (a result printed on stdout is never mixed with warnings)."""

@@ -71,6 +71,3 @@ def finish(report: Report, path: Path, *, failed: bool = False) -> int:
     return 1 if failed or not all(record.ok for record in report.images) else 0
 
 
-def load_report(path: Path, release: str, matrix_file: str) -> Report:
-    return smokestage.load_report(path, release, matrix_file)
-

@@ -160,15 +160,14 @@ class SmokeRunner:
     def run(self, target: Target) -> SmokeResult:
         started = time.monotonic()
         result = SmokeResult(target.image, target.tag)
-        containers: list[str] = []  # this image's: the first is the one the suite runs in
         try:
             with tempfile.TemporaryDirectory(prefix="smoke-") as tmp:
                 result.image_id = self.api.inspect_image(target.tag)["Id"]
                 # Every container runs the image by ID, so a tag moved meanwhile cannot change what was tested.
-                facts = self._start(replace(target, tag=result.image_id), containers, Path(tmp))
+                facts = self._start(replace(target, tag=result.image_id), Path(tmp))
                 facts["image"] = target.tag
                 result.gpus = facts["gpus"]
-                result.checks = self._pytest(target, facts, containers[0], Path(tmp))
+                result.checks = self._pytest(target, facts, self.containers.started[0], Path(tmp))
         except (docker.errors.DockerException, RuntimeError, subprocess.TimeoutExpired) as exc:
             result.error = f"{target.image}: could not run the suite: {exc}"
         finally:
@@ -178,7 +177,8 @@ class SmokeRunner:
 
     # --- containers --------------------------------------------------------------------------
 
-    def _start(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
+    def _start(self, target: Target, tmp: Path) -> dict[str, Any]:
+        """Start the image's containers (the first started is the one the suite runs in) and gather its facts."""
         info = self.api.inspect_image(target.tag)
         facts: dict[str, Any] = {
             "image": target.tag, "variant": target.variant, "flavor": target.flavor, "expected": target.expected,
@@ -187,17 +187,18 @@ class SmokeRunner:
             "jupyter": None, "ssh": None,
         }
         if target.variant == "jupyter":
-            facts["jupyter"] = self._start_jupyter(target, containers, tmp)
+            facts["jupyter"] = self._start_jupyter(target, tmp)
         elif target.variant == "ssh":
-            facts["ssh"] = self._start_ssh(target, containers, tmp)
+            facts["ssh"] = self._start_ssh(target, tmp)
         else:
-            containers.append(self.containers.start(target.tag, command=["sleep", "infinity"]))
-        self.containers.upload(containers[0], sorted((SMOKE_DIR / "probes").glob("*.py")), "torchimages-probes")
-        facts["gpus"], facts["gpu_error"] = self.containers.gpus(containers[0])
+            self.containers.start(target.tag, command=["sleep", "infinity"])
+        first = self.containers.started[0]
+        self.containers.upload(first, sorted((SMOKE_DIR / "probes").glob("*.py")), "torchimages-probes")
+        facts["gpus"], facts["gpu_error"] = self.containers.gpus(first)
         facts["gpu_note"] = self.containers.gpu_note
         return facts
 
-    def _start_jupyter(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
+    def _start_jupyter(self, target: Target, tmp: Path) -> dict[str, Any]:
         """One server per way users start it; each must serve the same way."""
         servers = {}
         mount = tmp / "shared"
@@ -209,7 +210,6 @@ class SmokeRunner:
             container = self.containers.start(target.tag, command=form.command, port=port, container_port=8888,
                                               environment=None if form.generated_token else {"JUPYTER_TOKEN": token},
                                               user=form.user, binds=binds)
-            containers.append(container)
             servers[form.name] = {"url": f"http://127.0.0.1:{port}", "token": token, "container": container,
                                   "command": form.command, "uid": None, "mount": "/workspace/shared" if binds else None}
         for name, server in servers.items():
@@ -223,7 +223,7 @@ class SmokeRunner:
         generated["token"] = generated_token(generated["log"])
         return servers
 
-    def _start_ssh(self, target: Target, containers: list[str], tmp: Path) -> dict[str, Any]:
+    def _start_ssh(self, target: Target, tmp: Path) -> dict[str, Any]:
         """One sshd per way users start it, each with a key given at run time."""
         key = tmp / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
@@ -237,9 +237,9 @@ class SmokeRunner:
             environment = {"NCCL_SMOKE_QUOTING": QUOTING_PROBE}  # must reach sessions as it is
             if not form.mounted_key:
                 environment["SSH_AUTHORIZED_KEYS"] = public.read_text()
-            containers.append(self.containers.start(target.tag, command=form.command, port=port, container_port=22,
-                                                    environment=environment, binds=mounted))
-            servers[form.name] = {"port": port, "key": str(key), "container": containers[-1], "command": form.command,
+            container = self.containers.start(target.tag, command=form.command, port=port, container_port=22,
+                                              environment=environment, binds=mounted)
+            servers[form.name] = {"port": port, "key": str(key), "container": container, "command": form.command,
                                   "mounted_key": form.mounted_key}
         for name, server in servers.items():
             try:

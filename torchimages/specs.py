@@ -236,7 +236,7 @@ class _EntryResolver:
             if pinned is not None and not matches(pinned, shipped):
                 self.fail(field_name, f"an ngc image takes its versions from the NGC release: NGC {wanted} ships "
                                       f"{field_name} {shipped}; set '{_short(shipped)}' or remove the field")
-        if self.entry.get("pip") and any(_pip_name(p) in ("torch", *DOMAIN_LIBS) for p in self.entry.get("pip")):
+        if self.entry.get("pip") and any(grammar.requirement_name(p) in ("torch", *DOMAIN_LIBS) for p in self.entry.get("pip")):
             self.fail("pip", f"NGC {wanted} ships its own torch build; replacing torch or its domain libraries breaks it")
         self._note_unconfirmed(f"NGC {wanted}", release.unconfirmed)
         if release.extra_file:
@@ -308,7 +308,7 @@ class _EntryResolver:
         """Pin torchvision/torchaudio named in `pip` to the release that pairs with torch."""
         pins, extras = [], []
         for requirement in self.entry.get("pip") or ():
-            name = _pip_name(requirement)
+            name = grammar.requirement_name(requirement)
             if name == "torch":
                 self.fail("pip", "torch is set by the 'torch' field; remove it from 'pip'")
             elif name in DOMAIN_LIBS:
@@ -331,7 +331,3 @@ class _EntryResolver:
 def _short(version: str) -> str:
     """'8.9.2.26' -> '8.9'; '2.11.0a0+abc' -> '2.11'."""
     return ".".join(version.split("+", maxsplit=1)[0].split(".")[:2])
-
-
-def _pip_name(requirement: str) -> str:
-    return grammar.requirement_name(requirement)
