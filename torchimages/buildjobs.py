@@ -13,7 +13,7 @@ from pathlib import Path
 from .buildinputs import BuildInputs, copy_context
 from .engine import BuildOutcome, Engine
 from .errors import UserError
-from .events import BuildEvent, EventSink
+from .events import EventSink, StageEvent
 from .specs import ImageSpec, Plan
 
 
@@ -81,7 +81,7 @@ class BuildRunner:
     def run(self, jobs: list[BuildJob]) -> dict[str, BuildOutcome]:
         outcomes: dict[str, BuildOutcome] = {}
         for job in jobs:
-            self.emit(BuildEvent(job.image, "queued"))
+            self.emit(StageEvent(job.image, "queued"))
         pending = list(jobs)
         running: dict[Future[BuildOutcome], BuildJob] = {}
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
@@ -101,7 +101,7 @@ class BuildRunner:
             finally:
                 for job in pending:
                     outcomes.setdefault(job.image, BuildOutcome(job.image, job.tag, cancelled=True))
-                    self.emit(BuildEvent(job.image, "cancelled", "not started"))
+                    self.emit(StageEvent(job.image, "cancelled", "not started"))
         return outcomes
 
     def stop(self) -> None:
@@ -122,13 +122,13 @@ class BuildRunner:
             if base is not None and not base.ok:
                 outcomes[job.image] = BuildOutcome(job.image, job.tag, error=f"its base {job.depends_on} was not built",
                                                    skipped=True)
-                self.emit(BuildEvent(job.image, "skipped", f"base {job.depends_on} was not built"))
+                self.emit(StageEvent(job.image, "skipped", f"base {job.depends_on} was not built"))
                 continue
             running[pool.submit(self._build, job)] = job
 
     def _build(self, job: BuildJob) -> BuildOutcome:
         started = time.monotonic()
-        self.emit(BuildEvent(job.image, "started", job.tag))
+        self.emit(StageEvent(job.image, "started", job.tag))
         with tempfile.TemporaryDirectory(prefix=f"ctx-{job.image}-") as tmp:
             context = Path(tmp) / "context"
             copy_context(job.context, context)
@@ -140,5 +140,5 @@ class BuildRunner:
         if self.cancel.is_set() and not outcome.ok:
             outcome.cancelled = True
         kind = "built" if outcome.ok else "cancelled" if outcome.cancelled or self.cancel.is_set() else "failed"
-        self.emit(BuildEvent(job.image, kind, outcome.error or outcome.image_id or ""))
+        self.emit(StageEvent(job.image, kind, outcome.error or outcome.image_id or ""))
         return outcome

@@ -8,14 +8,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.console import Console
-
 from . import buildjobs
 from .buildinputs import BuildInputs
 from .buildjobs import BuildJob, BuildRunner, Selection
 from .engine import BuildOutcome, Engine, failure_hint
 from .errors import UserError
-from .progress import LiveProgress, LogFiles, PlainProgress, fan_out
+from .events import EventSink
+from .progress import LogFiles
 from .report import ImageRecord, Report, report_path
 from .sizes import FloorMeter
 from .specs import Plan
@@ -39,7 +38,7 @@ class BuildOptions:
 
     @property
     def logs_dir(self) -> Path:
-        return self.logs or Path("logs") / self.release
+        return self.logs or Path("logs") / self.release  # as cli.logs_folder
 
 
 def select(plan: Plan, options: BuildOptions) -> list[BuildJob]:
@@ -57,21 +56,18 @@ def describe_plan(jobs: list[BuildJob]) -> list[str]:
     return lines
 
 
-def build(plan: Plan, options: BuildOptions, console: Console) -> Report:
-    """Build the selected images; the report records every one, built or not."""
-    jobs = select(plan, options)  # options.inputs were checked when the options were made (cli.build_options_from)
+def check_contexts(jobs: list[BuildJob], release: str) -> None:
     missing = [str(job.context) for job in jobs if not (job.context / "Dockerfile").is_file()]
     if missing:
-        raise UserError(f"no rendered context at {', '.join(missing[:3])}: run python build.py render --tag {options.release}")
-    engine = Engine(no_cache=options.no_cache)
-    logs = LogFiles(options.logs_dir)
-    view = PlainProgress() if options.plain or not console.is_terminal else LiveProgress(console)
-    runner = BuildRunner(engine, options.inputs, fan_out(view, logs), jobs=options.jobs)
-    try:
-        with view, stop_on_sigterm(runner):
-            outcomes = runner.run(jobs)
-    finally:
-        logs.close()
+        raise UserError(f"no rendered context at {', '.join(missing[:3])}: run python build.py render --tag {release}")
+
+
+def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, logs: LogFiles) -> Report:
+    """Build the selected images, emitting their events; the report records every one, built or not."""
+    jobs = select(plan, options)  # options.inputs were checked when the options were made (cli.build_options_from)
+    runner = BuildRunner(engine, options.inputs, emit, jobs=options.jobs)
+    with stop_on_sigterm(runner):
+        outcomes = runner.run(jobs)
     return make_report(plan, options, jobs, outcomes=outcomes, seconds=runner.seconds, engine=engine, logs=logs)
 
 

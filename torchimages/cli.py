@@ -107,6 +107,15 @@ def selection_from(values: dict) -> Selection:
     return Selection(only=tuple(values["only"]), flavors=tuple(values["flavors"]), variants=tuple(values["variants"]))
 
 
+plain_option = click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view (every stage).")
+logs_option = click.option("--logs", type=click.Path(path_type=Path),
+                           help="Folder of per-image logs: IMAGE.log, IMAGE.smoke.log, IMAGE.push.log [logs/RELEASE].")
+
+
+def logs_folder(release: str, given: Path | None) -> Path:
+    return given or Path("logs") / release
+
+
 def build_options(function: Callable[..., None]) -> Callable[..., None]:
     """Options shared by `build` and the default command."""
     options = [
@@ -114,9 +123,9 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--dry-run", is_flag=True, help="Print the plan (images, tags, order, contexts); touch no engine."),
         click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16), help="Parallel builds."),
         click.option("--no-cache", is_flag=True, help="Rebuild every step instead of reusing cached layers."),
-        click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view."),
+        plain_option,
         click.option("--report", type=click.Path(path_type=Path), help="Report JSON path [reports/RELEASE/build-report.json]."),
-        click.option("--logs", type=click.Path(path_type=Path), help="Folder of per-image logs [logs/RELEASE]."),
+        logs_option,
         click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False), envvar="TORCHIMAGES_WHEELHOUSE",
                      help="Local wheels for pip."),
         click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="pip installs only from --wheelhouse."),
@@ -231,7 +240,10 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
     if stale:
         raise UserError(f"{images_dir} does not match the matrix for release {release} ({len(stale)} files differ); "
                         f"run: python build.py render --tag {release}")
-    sys.exit(release_stages.finish(release_stages.build(plan, options), options.report_path))
+    from .engine import Engine
+
+    report = release_stages.build(plan, options, Engine(no_cache=options.no_cache))
+    sys.exit(release_stages.finish(report, options.report_path))
 
 
 @main.command()
@@ -239,8 +251,12 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
 @tag_option("Release tag of the tested images, e.g. v2.7.", required=True)
 @click.option("--report", type=click.Path(path_type=Path, exists=True), help="Report of the run [reports/RELEASE/build-report.json].")
 @push_options
-def push(matrix_path: Path, release: str, report: Path | None, **values: object) -> None:
+@plain_option
+@logs_option
+def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs: Path | None, **values: object) -> None:
     """Push the images of a run's report whose smoke suite passed; write the release manifest."""
+    from . import release as release_stages
+    from .engine import Engine
     from .publishstage import push_report
     from .report import Report
 
@@ -249,7 +265,11 @@ def push(matrix_path: Path, release: str, report: Path | None, **values: object)
     if not path.exists():
         raise UserError(f"no report at {path}: run build and test first, or pass --report")
     run_report = Report.load(path)
-    ok = push_report(run_report, push_options_from(plan, values), err)
+    options = push_options_from(plan, values)
+    credentials = options.credentials()
+    with release_stages.shown(plain, logs_folder(release, logs)) as (emit, _):
+        ok, written = push_report(Engine().api, run_report, options, emit, credentials)
+    err.print(written)
     run_report.write(path)
     sys.exit(0 if ok else 1)
 
@@ -276,10 +296,14 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 @selection_options
 @click.option("--require-gpu", is_flag=True, help="Fail, instead of skip, the GPU checks when no GPU is given.")
 @click.option("--report", type=click.Path(path_type=Path), help="Report JSON to add results to [reports/RELEASE/build-report.json].")
-def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Path | None, **values: object) -> None:
+@plain_option
+@logs_option
+def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Path | None, plain: bool, logs: Path | None,
+               **values: object) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
     from . import buildjobs, smokestage
     from . import release as release_stages
+    from .engine import Engine
     from .report import report_path
 
     plan = load_plan(matrix_path, quiet=True)
@@ -289,7 +313,8 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
             if selection.matches(job.image)]
     path = report_path(release, report)
     results_report = smokestage.load_report(path, release, plan.file)
-    release_stages.smoke(jobs, results_report, require_gpu=require_gpu)
+    release_stages.smoke(Engine(), release_stages.targets_of(jobs), results_report, require_gpu=require_gpu, plain=plain,
+                         logs=logs_folder(release, logs))
     sys.exit(release_stages.finish(results_report, path))
 
 

@@ -21,7 +21,7 @@ import docker.errors
 import requests.exceptions
 
 from .errors import UserError
-from .events import BuildEvent
+from .events import StageEvent
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -82,7 +82,7 @@ class Engine:
         return client
 
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str],
-              emit: Callable[[BuildEvent], None], cancel: threading.Event) -> BuildOutcome:
+              emit: Callable[[StageEvent], None], cancel: threading.Event) -> BuildOutcome:
         """Build `context` into `tag`, emitting step and log events; never raises for build errors."""
         outcome = BuildOutcome(image=image, tag=tag)
         tail: deque[str] = deque(maxlen=20)
@@ -103,7 +103,7 @@ class Engine:
             self._remove_containers(containers)
         if not outcome.ok and outcome.created:
             outcome.removed = self._remove_intermediates(outcome.created)
-            emit(BuildEvent(image, "log", f"removed {outcome.removed} intermediate images of the "
+            emit(StageEvent(image, "log", f"removed {outcome.removed} intermediate images of the "
                                           f"{'cancelled' if outcome.cancelled else 'failed'} build"))
         return outcome
 
@@ -130,7 +130,7 @@ class Engine:
             outcome.error = f"the engine failed during the build: {exc}"
 
     def _handle(self, chunk: dict[str, Any], image: str, outcome: BuildOutcome, *, tail: deque[str],
-                containers: list[str], emit: Callable[[BuildEvent], None]) -> None:
+                containers: list[str], emit: Callable[[StageEvent], None]) -> None:
         if "error" in chunk:
             detail = chunk.get("errorDetail") or {}
             outcome.error = ANSI.sub("", str(detail.get("message") or chunk["error"])).strip()
@@ -147,7 +147,7 @@ class Engine:
                 outcome.step = line
                 # A FROM step names an existing image (the base, or an earlier stage): never this build's to remove.
                 outcome._reused = match.group(3).upper().startswith("FROM ")
-                emit(BuildEvent(image, "step", match.group(3), int(match.group(1)), int(match.group(2))))
+                emit(StageEvent(image, "step", match.group(3), int(match.group(1)), int(match.group(2))))
             elif match := RUNNING_IN.match(line):
                 containers.append(match.group(1))
             elif line == USING_CACHE:
@@ -158,11 +158,12 @@ class Engine:
                 outcome._reused = False
             else:
                 tail.append(line)
-            emit(BuildEvent(image, "log", line))
+            emit(StageEvent(image, "log", line))
 
     def stop_builds(self) -> None:
-        """Kill the containers of running steps: each build then ends with an error, untagged."""
-        client = connect(30)
+        """Kill the containers of running steps: each build then ends with an error, untagged (called on the main
+        thread, whose client no build uses)."""
+        client = self.api
         for containers in list(self.running_containers.values()):
             for container in list(containers):
                 with contextlib.suppress(docker.errors.APIError):  # the step may have finished already
@@ -188,7 +189,7 @@ def image_exists(api: docker.APIClient, tag: str) -> bool:
     return True
 
 
-def connect(timeout: int = 3600) -> docker.APIClient:
+def connect(timeout: int) -> docker.APIClient:
     """A low-level client found the way the docker CLI finds the engine; a clear error if none answers."""
     address = engine_address()
     try:

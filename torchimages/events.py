@@ -1,4 +1,4 @@
-"""The build as a stream of events: the progress view, the logs and the report consume it."""
+"""A release as one stream of events: build, smoke and push emit them; the progress views, logs and report consume them."""
 
 from __future__ import annotations
 
@@ -6,18 +6,27 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-Kind = Literal["queued", "started", "step", "log", "built", "failed", "cancelled", "skipped"]
+Stage = Literal["build", "smoke", "push"]
+Kind = Literal["queued", "started", "step", "log", "note",  # progress
+               "built", "passed", "pushed", "unchanged",  # ends that succeeded
+               "failed", "cancelled", "skipped"]  # ends that did not
+ENDS = frozenset({"built", "passed", "pushed", "unchanged", "failed", "cancelled", "skipped"})
 
 
 @dataclass(frozen=True)
-class BuildEvent:
+class StageEvent:
     image: str
     kind: Kind
     message: str = ""
     step: int | None = None
     steps: int | None = None
+    stage: Stage = "build"
     at: float = field(default_factory=time.monotonic)
 
 
 class EventSink(Protocol):
-    def __call__(self, event: BuildEvent) -> None: ...
+    def __call__(self, event: StageEvent) -> None: ...
+
+
+def ignore(event: StageEvent) -> None:
+    """A sink for callers that show nothing (tests, scripts)."""

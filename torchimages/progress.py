@@ -1,4 +1,5 @@
-"""Progress of long builds: a live table on a terminal, timestamped lines elsewhere, full logs on disk."""
+"""Progress of every stage (build, smoke, push): a live table on a terminal, timestamped lines elsewhere, full logs
+on disk. All three consume the one event stream (events.StageEvent), so each stage looks the same in each view."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .events import BuildEvent
+from .events import ENDS, EventSink, StageEvent
 
 
 @dataclass
 class ImageState:
+    stage: str = "build"
     state: str = "queued"
     step: str = ""
     started: float | None = None
@@ -38,20 +40,22 @@ class LogFiles:
     _files: dict[str, IO[str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __call__(self, event: BuildEvent) -> None:
+    def __call__(self, event: StageEvent) -> None:
         with self._lock:
-            handle = self._files.get(event.image)
+            key = self.path(event.image, event.stage)
+            handle = self._files.get(str(key))
             if handle is None:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                handle = self._files[event.image] = self.path(event.image).open("w", encoding="utf-8")
+                handle = self._files[str(key)] = key.open("w", encoding="utf-8")
             if event.kind == "log":
                 handle.write(event.message + "\n")
             elif event.kind != "step":
                 handle.write(f"== {event.kind} {event.message}\n")
             handle.flush()
 
-    def path(self, image: str) -> Path:
-        return self.folder / f"{image}.log"
+    def path(self, image: str, stage: str = "build") -> Path:
+        """IMAGE.log for the build, IMAGE.smoke.log and IMAGE.push.log for the later stages."""
+        return self.folder / (f"{image}.log" if stage == "build" else f"{image}.{stage}.log")
 
     def close(self) -> None:
         for handle in self._files.values():
@@ -59,20 +63,24 @@ class LogFiles:
 
 
 class PlainProgress:
-    """Timestamped lines, one per state change and build step: for CI logs and pipes."""
+    """Timestamped lines, one per state change, build step and note: for CI logs and pipes.
+
+    "HH:MM:SS +  12.3s IMAGE KIND DETAIL" in the build stage; the later stages name themselves: "IMAGE smoke passed ...".
+    """
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = stream or sys.stderr
         self.started = time.monotonic()
         self._lock = threading.Lock()
 
-    def __call__(self, event: BuildEvent) -> None:
+    def __call__(self, event: StageEvent) -> None:
         if event.kind == "log":
             return
         detail = f"{event.step}/{event.steps}: {event.message[:100]}" if event.kind == "step" else event.message[:160]
         stamp = time.strftime("%H:%M:%S")
+        what = event.kind if event.stage == "build" else f"{event.stage} {event.kind}"
         with self._lock:
-            print(f"{stamp} +{time.monotonic() - self.started:6.1f}s {event.image} {event.kind} {detail}".rstrip(),
+            print(f"{stamp} +{time.monotonic() - self.started:6.1f}s {event.image} {what} {detail}".rstrip(),
                   file=self.stream, flush=True)
 
     def __enter__(self) -> PlainProgress:
@@ -83,7 +91,7 @@ class PlainProgress:
 
 
 class LiveProgress:
-    """A line per image: state, step n/m, elapsed, last log line."""
+    """A line per image: stage, state, step n/m, elapsed in the stage, last log line or note."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -92,10 +100,12 @@ class LiveProgress:
         self._live = Live(self._table(), console=console, refresh_per_second=4, transient=False,
                           get_renderable=self._table)
 
-    def __call__(self, event: BuildEvent) -> None:
+    def __call__(self, event: StageEvent) -> None:
         with self._lock:
             state = self.images.setdefault(event.image, ImageState())
-            if event.kind == "log":
+            if event.stage != state.stage:
+                state.stage, state.step, state.last_line, state.started, state.ended = event.stage, "", "", None, None
+            if event.kind in ("log", "note"):
                 state.last_line = event.message[-100:]
             elif event.kind == "step":
                 state.step = f"{event.step}/{event.steps}"
@@ -103,16 +113,17 @@ class LiveProgress:
                 state.state = event.kind
                 if event.kind == "started":
                     state.started = time.monotonic()
-                elif event.kind in ("built", "failed", "cancelled", "skipped"):
+                elif event.kind in ENDS:
                     state.ended = time.monotonic()
+                    state.last_line = event.message.splitlines()[0][-100:] if event.message else state.last_line
 
     def _table(self) -> Table:
         table = Table(expand=True)
-        for column in ("image", "state", "step", "elapsed", "last line"):
+        for column in ("image", "stage", "state", "step", "elapsed", "last line"):
             table.add_column(column, overflow="ellipsis", no_wrap=True, ratio=3 if column == "last line" else None)
         with self._lock:
             for image, state in self.images.items():
-                table.add_row(image, state.state, state.step, f"{state.elapsed():.0f}s", state.last_line)
+                table.add_row(image, state.stage, state.state, state.step, f"{state.elapsed():.0f}s", state.last_line)
         return table
 
     def __enter__(self) -> LiveProgress:
@@ -123,11 +134,16 @@ class LiveProgress:
         self._live.__exit__(None, None, None)
 
 
-def fan_out(*sinks: object) -> object:
+def view(console: Console, *, plain: bool) -> PlainProgress | LiveProgress:
+    """The live table on a terminal, unless --plain; timestamped lines elsewhere. Every stage asks here."""
+    return PlainProgress() if plain or not console.is_terminal else LiveProgress(console)
+
+
+def fan_out(*sinks: EventSink) -> EventSink:
     """One sink that forwards every event to each of `sinks`."""
 
-    def emit(event: BuildEvent) -> None:
+    def emit(event: StageEvent) -> None:
         for sink in sinks:
-            sink(event)  # type: ignore[operator]
+            sink(event)
 
     return emit

@@ -23,6 +23,7 @@ import docker.errors
 import requests
 
 from .errors import UserError
+from .events import EventSink, Kind, StageEvent, ignore
 from .registry import RegistryClient, split_reference
 from .report import ImageRecord, PushStage, Report, atomic_write
 from .specs import image_tag
@@ -66,12 +67,12 @@ class PushOutcome:
 class Publisher:
     def __init__(self, api: docker.APIClient, repository: str, *, credentials: Credentials | None,
                  ca: Path | None = None, force: bool = False, retries: int = 3, backoff: float = 1.0,
-                 say: Callable[[str], None] = print) -> None:
+                 emit: EventSink = ignore) -> None:
         self.api, self.repository, self.credentials = api, repository, credentials
         host, self.name = split_reference(repository)
         self.registry = RegistryClient(host, username=credentials.username if credentials else None,
                                        password=credentials.password if credentials else None, ca=ca or default_ca(host))
-        self.force, self.retries, self.backoff, self.say = force, retries, backoff, say
+        self.force, self.retries, self.backoff, self.emit = force, retries, backoff, emit
 
     def check_login(self) -> None:
         """Fail early, before anything is pushed, when the registry refuses these credentials."""
@@ -88,6 +89,8 @@ class Publisher:
         outcomes: list[PushOutcome] = []
         failed_entries: set[str] = set()
         for record in report.images:
+            self.emit(StageEvent(record.image, "queued", stage="push"))
+        for record in report.images:
             tag = image_tag(report.release, record.image)
             reference = f"{self.repository}:{tag}"
             if not record.smoke_passed:
@@ -95,13 +98,14 @@ class Publisher:
             elif record.entry in failed_entries:
                 outcome = PushOutcome(record.image, reference, error=f"not pushed: its base {record.entry} was not pushed")
             else:
+                self.emit(StageEvent(record.image, "started", reference, stage="push"))
                 outcome = self._publish_one(record, tag)
             if outcome.error and record.variant == "base":
                 failed_entries.add(record.entry)
             record.push = outcome.stage()
             outcomes.append(outcome)
-            self.say(f"push: {record.image}: " + (outcome.error or
-                     f"{'pushed' if outcome.pushed else 'unchanged'} {outcome.reference}@{outcome.digest}"))
+            self.emit(StageEvent(record.image, end_of(outcome), outcome.error or f"{outcome.reference}@{outcome.digest}",
+                                 stage="push"))
         return outcomes
 
     def _publish_one(self, record: ImageRecord, tag: str) -> PushOutcome:
@@ -124,7 +128,8 @@ class Publisher:
                                  "tags are immutable: choose a new --tag, or --force to move it")
                 return outcome
             self.api.tag(local_id, repository, tag)  # by ID: the tested image, even if record.tag moves now
-            outcome.digest, outcome.size = self._retrying(outcome, f"pushing {reference}", lambda: self._push(repository, tag))
+            outcome.digest, outcome.size = self._retrying(outcome, f"pushing {reference}",
+                                                          lambda: self._push(record.image, repository, tag))
             outcome.pushed = True
             readback = self._retrying(outcome, f"reading {reference}", lambda: self.registry.tag(self.name, tag))
             if readback is None or readback.digest != outcome.digest:
@@ -147,11 +152,12 @@ class Publisher:
                 transient = exc.transient if isinstance(exc, PushError) else True
                 if not transient or attempt > self.retries:
                     raise PushError(f"{what} failed after {attempt} attempt(s): {exc}", transient=transient) from None
-                self.say(f"push: {what}: attempt {attempt} failed ({str(exc)[:200]}); retrying in {delay:.1f} s")
+                self.emit(StageEvent(outcome.image, "note", f"{what}: attempt {attempt} failed ({str(exc)[:200]}); "
+                                     f"retrying in {delay:.1f} s", stage="push"))
                 time.sleep(delay)
                 delay *= 2
 
-    def _push(self, repository: str, tag: str) -> tuple[str, int | None]:
+    def _push(self, image: str, repository: str, tag: str) -> tuple[str, int | None]:
         """One push, streamed; errors inside the stream raise PushError."""
         auth = self.credentials.auth_config() if self.credentials else None
         digest, size = None, None
@@ -161,7 +167,7 @@ class Publisher:
                     message = str((chunk.get("errorDetail") or {}).get("message") or chunk["error"])
                     raise PushError(message, transient=is_transient(message))
                 if chunk.get("status") in ("Pushed", "Layer already exists", "Mounted from"):
-                    self.say(f"push: {repository}:{tag}: layer {chunk.get('id')}: {chunk['status']}")
+                    self.emit(StageEvent(image, "log", f"layer {chunk.get('id')}: {chunk['status']}", stage="push"))
                 aux = chunk.get("aux") or {}
                 if "Digest" in aux:
                     digest, size = aux["Digest"], aux.get("Size")
@@ -170,6 +176,13 @@ class Publisher:
         if digest is None:
             raise PushError("the push stream ended without a digest", transient=True)
         return digest, size
+
+
+def end_of(outcome: PushOutcome) -> Kind:
+    """The push event that ends an image: pushed, unchanged (the registry held it), skipped (not tried) or failed."""
+    if outcome.error:
+        return "skipped" if outcome.error.startswith("not pushed") else "failed"
+    return "pushed" if outcome.pushed else "unchanged"
 
 
 def tested_image_id(record: ImageRecord) -> str | None:

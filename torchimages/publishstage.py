@@ -7,11 +7,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
+import docker
 
 from . import grammar, publish
-from .engine import connect
 from .errors import UserError
+from .events import EventSink
 from .report import Report
 from .specs import REGISTRY
 
@@ -58,15 +58,15 @@ def check_repository(repository: str) -> None:
                         "HOST[:PORT]/PATH, e.g. registry.example.com/ml/pytorch")
 
 
-def push_report(report: Report, options: PushOptions, console: Console) -> bool:
-    """Push what passed its smoke suite and write the manifest; False if any push failed."""
-    publisher = publish.Publisher(connect(3600), options.repository, credentials=options.credentials(),
-                                  ca=options.registry_ca, force=options.force,
-                                  say=lambda message: console.print(message, highlight=False))
+def push_report(api: docker.APIClient, report: Report, options: PushOptions, emit: EventSink,
+                credentials: publish.Credentials | None) -> tuple[bool, str]:
+    """Push what passed its smoke suite and write the manifest: whether every push succeeded, and what was written."""
+    publisher = publish.Publisher(api, options.repository, credentials=credentials, ca=options.registry_ca,
+                                  force=options.force, emit=emit)
     publisher.check_login()
     outcomes = publisher.publish(report)
     data = publish.manifest([report], options.repository)
     path = options.manifest_path or Path("releases") / f"{report.release}.json"
     json_path, markdown_path = publish.write_manifest(data, path)
-    console.print(f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images", highlight=False)
-    return all(outcome.error is None for outcome in outcomes)
+    return (all(outcome.error is None for outcome in outcomes),
+            f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images")

@@ -1,37 +1,60 @@
 """A release, stage by stage: render -> build -> smoke -> publish -> report, and the exit policy.
 
-cli.py parses options and calls these; each stage module does its own work and records it on the report's
-image records, and `finish` turns the records into the exit code (ImageRecord.ok is the one rule).
+cli.py parses options and calls these. One engine connection serves every stage of a command; each stage emits its
+progress as events (events.StageEvent) into the same view (`shown`), does its own work and records it on the
+report's image records; `finish` turns the records into the exit code (ImageRecord.ok is the one rule).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.markup import escape
 
-from . import buildstage, smokestage
+from . import buildstage, progress, smokestage
 from . import render as render_stage
 from .buildjobs import BuildJob
 from .buildstage import BuildOptions
 from .consoles import err, out
+from .engine import Engine
 from .errors import UserError
+from .events import EventSink
 from .publishstage import PushOptions, push_report
 from .report import Report
+from .smoke import SmokeRunner, Target
 from .specs import Plan
 
 
 def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_gpu: bool) -> int:
     """The main job: render, build, smoke-test what was built and, when asked, push what passed; the exit code."""
+    credentials = push.credentials() if push else None  # a password on stdin is read before the long build
     written = render_stage.write(plan, options.release, options.images_dir)
     out.print(f"rendered {len(written)} build contexts under {options.images_dir} for release {options.release}")
-    report = build(plan, options)
+    engine = Engine(no_cache=options.no_cache)
+    report = build(plan, options, engine)
     results = {record.image: record.result for record in report.images}
     built = [job for job in buildstage.select(plan, options) if results.get(job.image) == "built"]
     if built:
-        smoke(built, report, require_gpu=require_gpu)
-    pushed = push_report(report, push, err) if push else True
+        smoke(engine, targets_of(built), report, require_gpu=require_gpu, plain=options.plain, logs=options.logs_dir)
+    pushed = True
+    if push:
+        with shown(options.plain, options.logs_dir) as (emit, _):
+            pushed, written_manifest = push_report(engine.api, report, push, emit, credentials)
+        err.print(written_manifest)
     return finish(report, options.report_path, failed=not pushed)
+
+
+@contextmanager
+def shown(plain: bool, logs_dir: Path) -> Iterator[tuple[EventSink, progress.LogFiles]]:
+    """One stage's events on the terminal (live table, or --plain lines) and in the per-image logs under `logs_dir`."""
+    logs = progress.LogFiles(logs_dir)
+    try:
+        with progress.view(err, plain=plain) as view:
+            yield progress.fan_out(view, logs), logs
+    finally:
+        logs.close()
 
 
 def print_plan(plan: Plan, options: BuildOptions) -> None:
@@ -42,17 +65,29 @@ def print_plan(plan: Plan, options: BuildOptions) -> None:
         out.print(line)
 
 
-def build(plan: Plan, options: BuildOptions) -> Report:
+def build(plan: Plan, options: BuildOptions, engine: Engine) -> Report:
     """Build, and print each failure's message."""
-    report = buildstage.build(plan, options, err)
+    buildstage.check_contexts(buildstage.select(plan, options), options.release)
+    with shown(options.plain, options.logs_dir) as (emit, logs):
+        report = buildstage.build(plan, options, engine, emit, logs)
     for record in report.images:
         if record.error:
             err.print(f"[bold red]FAILED[/] {escape(record.error)}", markup=True, highlight=False)
     return report
 
 
-def smoke(jobs: list[BuildJob], report: Report, *, require_gpu: bool) -> None:
-    results = smokestage.test_images(jobs, report, err, require_gpu=require_gpu)
+def targets_of(jobs: list[BuildJob]) -> list[Target]:
+    return [Target.of(job.spec, job.variant, job.tag) for job in jobs]
+
+
+def smoke(engine: Engine, targets: list[Target], report: Report, *, require_gpu: bool, plain: bool, logs: Path) -> None:
+    """Run the suite on each target; then each failure's reasons and the stage's summary."""
+    runner = SmokeRunner(api=engine.api, require_gpu=require_gpu)
+    with shown(plain, logs) as (emit, _):
+        results = smokestage.test_images(runner, targets, report, emit)
+    for result in results:
+        for line in smokestage.failures(result):
+            err.print(f"[bold red]FAILED[/] {escape(result.image)}: {escape(line)}", markup=True, highlight=False)
     skipped = sum(r.skipped_no_gpu for r in results)
     failed = sum(1 for r in results if not r.ok)
     err.print(f"smoke: {len(results) - failed} of {len(results)} images passed; {skipped} checks skipped for lack "
@@ -69,5 +104,3 @@ def finish(report: Report, path: Path, *, failed: bool = False) -> int:
                         "are built: give --report a writable path and run the same command again (it is a no-op)") from None
     out.print(f"report: {json_path} ({markdown_path.name})")
     return 1 if failed or not all(record.ok for record in report.images) else 0
-
-

@@ -28,9 +28,10 @@ import docker
 import docker.errors
 
 from .containers import Containers, free_port
-from .engine import connect
+from .engine import Engine
 from .report import SmokeStage
 from .settings import SETTINGS
+from .specs import ImageSpec
 
 SMOKE_DIR = SETTINGS.root / "tests" / "smoke"
 PROBES_IN_CONTAINER = "/tmp/torchimages-probes"
@@ -146,13 +147,25 @@ class Target:
     tag: str
     variant: str
     flavor: str
-    expected: dict[str, str | None]
+    expected: dict[str, Any]
+    entry: str = ""  # the matrix entry (the base image's name); "" for images tested outside a matrix
+
+    @classmethod
+    def of(cls, spec: ImageSpec, variant: str, tag: str) -> Target:
+        """The image of `spec`'s `variant` built as `tag`, checked against what the matrix declares."""
+        return cls(image=spec.image_name(variant), tag=tag, variant=variant, flavor=spec.flavor,
+                   expected=expected_of(spec), entry=spec.name)
+
+
+def expected_of(spec: ImageSpec) -> dict[str, Any]:
+    """What the suite checks an image of `spec` against: its declared versions and the GPU generations claimed."""
+    return {**spec.versions(), "archs": list(spec.archs)}
 
 
 class SmokeRunner:
     def __init__(self, *, require_gpu: bool = False, label_prefix: str = SETTINGS.label_prefix,
                  api: docker.APIClient | None = None) -> None:
-        self.api = api or connect(600)
+        self.api = api or Engine().api
         self.require_gpu = require_gpu
         self.label_prefix = label_prefix
         self.containers = Containers(self.api)  # one per runner: an engine's refusal of GPUs is remembered

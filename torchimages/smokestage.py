@@ -1,62 +1,56 @@
-"""The smoke stage over a plan: which images to test, and their results in the report."""
+"""The smoke stage over a release: test each target, emit its progress as events, record its results in the report."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-
-from .buildjobs import BuildJob
 from .engine import image_exists
 from .errors import UserError
+from .events import EventSink, StageEvent
 from .report import ImageRecord, Report
 from .smoke import SmokeResult, SmokeRunner, Target
-from .specs import ImageSpec
 
 
-def expected_of(spec: ImageSpec) -> dict[str, Any]:
-    """What the suite checks an image of `spec` against: its declared versions and the GPU generations claimed."""
-    return {**spec.versions(), "archs": list(spec.archs)}
-
-
-def target_of(job: BuildJob) -> Target:
-    return Target(image=job.image, tag=job.tag, variant=job.variant, flavor=job.spec.flavor, expected=expected_of(job.spec))
-
-
-def test_images(jobs: list[BuildJob], report: Report, console: Console, *, require_gpu: bool) -> list[SmokeResult]:
-    """Run the suite on each job's image (its tag must exist) and record the results in `report`."""
-    runner = SmokeRunner(require_gpu=require_gpu)
-    missing = [job.tag for job in jobs if not image_exists(runner.api, job.tag)]
+def test_images(runner: SmokeRunner, targets: list[Target], report: Report, emit: EventSink) -> list[SmokeResult]:
+    """Run the suite on each target (its tag must exist) and record the results in `report`."""
+    missing = [target.tag for target in targets if not image_exists(runner.api, target.tag)]
     if missing:
         raise UserError(f"not built: {', '.join(missing[:3])}; build first: python build.py build --tag ...")
+    for target in targets:
+        emit(StageEvent(target.image, "queued", stage="smoke"))
     results = []
-    for job in jobs:
-        console.print(f"smoke: {job.image}: starting", highlight=False)
-        result = runner.run(target_of(job))
+    for target in targets:
+        emit(StageEvent(target.image, "started", target.tag, stage="smoke"))
+        result = runner.run(target)
         results.append(result)
-        record_result(report, job, result)
-        state = "[green]passed[/]" if result.ok else "[bold red]FAILED[/]"  # the rest is escaped: names are user text
-        console.print(f"smoke: {escape(job.image)}: {state}: {escape(result.summary())}", highlight=False, markup=True)
-        if result.tiers_summary():
-            console.print(f"  GPU checks: {result.tiers_summary()}", highlight=False)
-        for check in result.checks:
-            if check.outcome == "passed" and check.message:
-                console.print(f"  note {escape(check.name)}: {escape(check.message)}", highlight=False, markup=True)
-            if check.outcome == "failed":
-                console.print(f"  [red]failed[/] {escape(check.name)}: {escape(first_lines(check.message))}", highlight=False,
-                              markup=True)
-        if result.error:
-            console.print(f"  [red]error[/] {escape(result.error)}", highlight=False, markup=True)
+        record_result(report, target, result)
+        emit_result(target.image, result, emit)
     return results
 
 
-def record_result(report: Report, job: BuildJob, result: SmokeResult) -> None:
-    record = next((r for r in report.images if r.image == job.image), None)
+def emit_result(image: str, result: SmokeResult, emit: EventSink) -> None:
+    """Every check as a log line (the image's smoke log holds them all), notes and the end as shown events."""
+    for check in result.checks:
+        emit(StageEvent(image, "log", f"{check.outcome} {check.name}: {first_lines(check.message)}".rstrip(": "),
+                        stage="smoke"))
+        if check.outcome == "passed" and check.message:
+            emit(StageEvent(image, "note", f"{check.name}: {check.message}", stage="smoke"))
+    if result.tiers_summary():
+        emit(StageEvent(image, "note", f"GPU checks: {result.tiers_summary()}", stage="smoke"))
+    emit(StageEvent(image, "passed" if result.ok else "failed", result.summary(), stage="smoke"))
+
+
+def failures(result: SmokeResult) -> list[str]:
+    """The lines that say why an image failed its suite: each failed check, and an error that stopped the suite."""
+    lines = [f"failed {check.name}: {first_lines(check.message)}" for check in result.checks if check.outcome == "failed"]
+    return lines + ([f"error {result.error}"] if result.error else [])
+
+
+def record_result(report: Report, target: Target, result: SmokeResult) -> None:
+    record = next((r for r in report.images if r.image == target.image), None)
     if record is None:
-        record = ImageRecord(image=job.image, entry=job.spec.name, variant=job.variant, tag=job.tag, result="not built here",
-                             versions=target_of(job).expected)
+        record = ImageRecord(image=target.image, entry=target.entry or target.image, variant=target.variant,
+                             tag=target.tag, result="not built here", versions=target.expected)
         report.images.append(record)
     record.smoke = result.record()
 

@@ -27,7 +27,7 @@ import yaml
 from torchimages import compat, matrix, specs
 from torchimages.containers import Containers
 from torchimages.settings import SETTINGS
-from torchimages.smokestage import expected_of
+from torchimages.smoke import expected_of
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "torchimages/debian:bookworm-minbase"

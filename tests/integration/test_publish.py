@@ -15,6 +15,7 @@ import docker
 import pytest
 
 from torchimages import publish
+from torchimages.events import StageEvent
 from torchimages.report import Report
 
 from .conftest import RELEASE, ROOT, EntryBuild, Registry, build_py, start_registry
@@ -83,7 +84,7 @@ def test_rerun_pushes_nothing_new(registry: Registry, pushed: dict) -> None:
     manifest = pushed["folder"] / "again.json"
     result = push(registry, pushed["report"], manifest)
     assert result.returncode == 0, result.stderr
-    assert result.stderr.count(": unchanged ") == 3 and ": pushed " not in result.stderr
+    assert result.stderr.count(" push unchanged ") == 3 and " push pushed " not in result.stderr, result.stderr
     assert json.loads(manifest.read_text()) == pushed["manifest"]
 
 
@@ -102,7 +103,7 @@ def test_release_tags_are_immutable(api: docker.APIClient, registry: Registry, t
     base = next(r for r in report.images if r.variant == "base")
     other = next(r for r in report.images if r.variant == "jupyter")
     publisher = publish.Publisher(api, f"{registry.host}/ml/immutable", ca=registry.folder / "ca.crt",
-                                  credentials=publish.Credentials(registry.user, registry.password), say=lambda _: None)
+                                  credentials=publish.Credentials(registry.user, registry.password), )
     first = Report(report.release, report.matrix, images=[copy.deepcopy(base)])
     [published] = publisher.publish(first)
     assert published.error is None and published.digest
@@ -127,7 +128,7 @@ def test_only_images_that_passed_smoke_are_pushed(api: docker.APIClient, registr
     base = next(r for r in report.images if r.variant == "base")
     base.smoke.failed = 1
     publisher = publish.Publisher(api, f"{registry.host}/ml/failed-smoke", ca=registry.folder / "ca.crt",
-                                  credentials=publish.Credentials(registry.user, registry.password), say=lambda _: None)
+                                  credentials=publish.Credentials(registry.user, registry.password), )
     outcomes = {o.image: o for o in publisher.publish(report)}
     assert outcomes[base.image].error == "not pushed: its smoke suite did not pass in this run"
     assert all("its base" in o.error for name, o in outcomes.items() if name != base.image)
@@ -137,20 +138,20 @@ def test_only_images_that_passed_smoke_are_pushed(api: docker.APIClient, registr
 def test_registry_down_mid_run(api: docker.APIClient, tested_report: Path, tmp_path: Path) -> None:
     down = start_registry(tmp_path / "down")
     report = Report.load(tested_report)
-    said: list[str] = []
+    said: list[StageEvent] = []
 
-    def say(message: str) -> None:
-        said.append(message)
-        if message.startswith("push: ") and " pushed " in message and len([m for m in said if " pushed " in m]) == 1:
+    def emit(event: StageEvent) -> None:
+        said.append(event)
+        if event.kind == "pushed" and [e.kind for e in said].count("pushed") == 1:
             os.kill(down.pid, signal.SIGTERM)  # the registry goes away after the first image
 
     publisher = publish.Publisher(api, f"{down.host}/ml/down", ca=down.folder / "ca.crt", retries=2, backoff=0.2,
-                                  credentials=publish.Credentials(down.user, down.password), say=say)
+                                  credentials=publish.Credentials(down.user, down.password), emit=emit)
     outcomes = publisher.publish(report)
     assert outcomes[0].error is None and outcomes[0].pushed
     for outcome in outcomes[1:]:
         assert outcome.error and "failed after 3 attempt(s)" in outcome.error, outcome
-    assert any("retrying in" in m for m in said), said
+    assert any(e.kind == "note" and "retrying in" in e.message for e in said), said
     manifest = publish.manifest([report], f"{down.host}/ml/down")
     assert [i["image"] for i in manifest["images"]] == [outcomes[0].image], "no manifest entry for what failed"
 
@@ -202,7 +203,7 @@ def test_a_retagged_image_is_not_pushed_with_another_images_results(api: docker.
     moved = copy.deepcopy(base)
     moved.tag = "localhost/retagged:x"
     publisher = publish.Publisher(api, f"{registry.host}/ml/retagged", ca=registry.folder / "ca.crt",
-                                  credentials=publish.Credentials(registry.user, registry.password), say=lambda _: None)
+                                  credentials=publish.Credentials(registry.user, registry.password), )
     try:
         [outcome] = publisher.publish(Report(report.release, report.matrix, images=[moved]))
     finally:

@@ -8,7 +8,7 @@ import pytest
 
 from torchimages import matrix, specs
 from torchimages.buildjobs import Selection, plan_jobs
-from torchimages.smokestage import target_of
+from torchimages.smoke import Target
 
 from .conftest import ROOT
 
@@ -24,5 +24,5 @@ def test_the_suite_expects_what_the_matrix_says(torch: str, python: str) -> None
     jobs = plan_jobs(plan, "v1", Path("images"), Selection(only=("torch*-cpu-*",)))
     assert sorted(job.variant for job in jobs) == ["base", "jupyter", "ssh"]
     for job in jobs:
-        expected = target_of(job).expected
+        expected = Target.of(job.spec, job.variant, job.tag).expected
         assert (expected["torch"], expected["python"], expected["cuda"], expected["cudnn"]) == (torch, python, None, None)

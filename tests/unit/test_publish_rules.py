@@ -19,7 +19,7 @@ from .conftest import ROOT
 
 
 def publisher(**options: object) -> publish.Publisher:
-    return publish.Publisher(None, "registry.example.com/ml/pytorch", credentials=None, say=lambda _: None, **options)
+    return publish.Publisher(None, "registry.example.com/ml/pytorch", credentials=None, **options)
 
 
 def failing(message: str) -> tuple[list[int], object]:

@@ -1,0 +1,117 @@
+"""Issue 11, item 4: build, smoke and push share one event stream, shown by the same plain and live views and logs."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from torchimages import publish, smokestage
+from torchimages.events import StageEvent
+from torchimages.progress import LiveProgress, LogFiles, PlainProgress, fan_out
+from torchimages.report import ImageRecord, Report
+from torchimages.smoke import Check, SmokeResult, Target
+
+PLAIN_LINE = re.compile(r"^\d\d:\d\d:\d\d \+\s*[\d.]+s (\S+) (.*)$")
+
+
+class RecordedRunner:
+    """The smoke runner's two calls the stage makes, answered from a list of results (the suite itself is
+    tested against real images in tests/integration/test_smoke.py)."""
+
+    def __init__(self, results: dict[str, SmokeResult]) -> None:
+        self.results = results
+        self.api = self
+
+    def inspect_image(self, tag: str) -> dict:
+        return {"Id": f"sha256:{tag}"}
+
+    def run(self, target: Target) -> SmokeResult:
+        return self.results[target.image]
+
+
+def target(image: str) -> Target:
+    return Target(image=image, tag=f"r/{image}:v1", variant="base", flavor="cpu", expected={"torch": "2.3.1"},
+                  entry=image)
+
+
+def smoke_events(emit: object) -> Report:
+    passing = SmokeResult("good", "r/good:v1", seconds=3.0, checks=[
+        Check("test_versions", "passed"), Check("test_nccl", "passed", "one GPU: NCCL ran on one rank")])
+    failing = SmokeResult("bad", "r/bad:v1", seconds=2.0, checks=[
+        Check("test_versions", "passed"), Check("test_cudnn", "failed", "assert 8902 == 90100\nmore\nlines\nfour")])
+    report = Report(release="v1", matrix="matrix.yaml")
+    runner = RecordedRunner({"good": passing, "bad": failing})
+    smokestage.test_images(runner, [target("good"), target("bad")], report, emit)  # type: ignore[arg-type]
+    return report
+
+
+def plain_lines(stream: io.StringIO) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in map(PLAIN_LINE.match, stream.getvalue().splitlines()) if m]
+
+
+def test_plain_lines_of_every_stage_have_one_shape() -> None:
+    stream = io.StringIO()
+    view = PlainProgress(stream)
+    view(StageEvent("good", "built", "sha256:1"))
+    report = smoke_events(view)
+    record = next(r for r in report.images if r.image == "good")
+    record.push = None
+    publisher = publish.Publisher(None, "registry.example.com/ml/pytorch", credentials=None, emit=view)
+    publisher.publish(Report(release="v1", matrix="m", images=[
+        ImageRecord(image="bad", entry="bad", variant="base", tag="r/bad:v1", result="built", versions={},
+                    smoke=report.images[1].smoke)]))
+    lines = plain_lines(stream)
+    assert len(lines) == len(stream.getvalue().splitlines()), stream.getvalue()  # every line has the one shape
+    assert ("good", "built sha256:1") in lines
+    assert ("good", "smoke started r/good:v1") in lines
+    assert ("good", "smoke note test_nccl: one GPU: NCCL ran on one rank") in lines
+    assert any(image == "good" and text.startswith("smoke passed 2 passed, 0 failed") for image, text in lines), lines
+    assert any(image == "bad" and text.startswith("smoke failed 1 passed, 1 failed") for image, text in lines), lines
+    assert ("bad", "push skipped not pushed: its smoke suite did not pass in this run") in lines
+    assert not any(text.startswith("smoke log") for _, text in lines), "log lines go to the log files, not the view"
+
+
+def test_the_live_table_follows_an_image_from_stage_to_stage() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    live = LiveProgress(console)
+    live(StageEvent("good", "started", "r/good:v1"))
+    live(StageEvent("good", "step", "RUN pip install", 3, 9))
+    live(StageEvent("good", "built", "sha256:1"))
+    assert (live.images["good"].stage, live.images["good"].state, live.images["good"].step) == ("build", "built", "3/9")
+    smoke_events(live)
+    good, bad = live.images["good"], live.images["bad"]
+    assert (good.stage, good.state, good.step) == ("smoke", "passed", ""), "a new stage starts a fresh row"
+    assert good.last_line.startswith("2 passed, 0 failed")
+    assert (bad.stage, bad.state) == ("smoke", "failed")
+    rendered = io.StringIO()
+    Console(file=rendered, width=200).print(live._table())
+    assert re.search(r"good\s*│\s*smoke\s*│\s*passed", rendered.getvalue()), rendered.getvalue()
+
+
+def test_each_stage_keeps_its_own_log_file(tmp_path: Path) -> None:
+    logs = LogFiles(tmp_path)
+    emit = fan_out(logs)
+    emit(StageEvent("good", "log", "Step 1/9 : FROM debian"))
+    smoke_events(emit)
+    logs.close()
+    assert (tmp_path / "good.log").read_text() == "Step 1/9 : FROM debian\n"
+    smoke_log = (tmp_path / "bad.smoke.log").read_text()
+    assert "failed test_cudnn: assert 8902 == 90100 | more | lines\n" in smoke_log
+    assert "four" not in smoke_log and "== failed 1 passed, 1 failed" in smoke_log
+
+
+def test_a_failed_smoke_suite_is_explained_after_the_stage() -> None:
+    result = SmokeResult("bad", "t", checks=[Check("test_cudnn", "failed", "assert 8902 == 90100")],
+                         error="bad: could not run the suite: gone")
+    assert smokestage.failures(result) == ["failed test_cudnn: assert 8902 == 90100",
+                                           "error bad: could not run the suite: gone"]
+
+
+def test_push_ends_name_what_happened() -> None:
+    assert publish.end_of(publish.PushOutcome("i", "r:t", digest="sha256:1", pushed=True)) == "pushed"
+    assert publish.end_of(publish.PushOutcome("i", "r:t", digest="sha256:1")) == "unchanged"
+    assert publish.end_of(publish.PushOutcome("i", "r:t", error="refused: r:t already points at")) == "failed"
+    assert publish.end_of(publish.PushOutcome("i", "r:t", error="not pushed: its base x was not pushed")) == "skipped"
