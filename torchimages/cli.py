@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,8 @@ from . import selfcheck as selfcheck_stage
 from .buildinputs import BuildInputs
 from .consoles import err, out
 from .errors import UserError
+from .lock import LockFile, lock_path
+from .lock import stale as stale_pins
 from .matrix import FLAVORS, VARIANTS
 from .settings import ROOT_ENV, SETTINGS, is_checkout
 from .specs import Plan, release_problem, resolve
@@ -82,11 +85,15 @@ def load_plan(path: Path, quiet: bool = False) -> Plan:
     context = click.get_current_context(silent=True)
     limit = context.meta.get("max_images", matrix_stage.MAX_IMAGES) if context else matrix_stage.MAX_IMAGES
     plan = resolve(matrix_stage.load(path, max_images=limit))
+    lock = LockFile.load(lock_path(path))
     if not quiet:
         for spec in plan.specs:
             for warning in spec.warnings:
                 err.print(f"warning: {path}: {spec.origin}: {warning}")
-    return plan
+        if lock.pins:
+            for problem in stale_pins(plan, lock):
+                err.print(f"warning: {problem}: run python build.py lock")
+    return replace(plan, pins=lock.digests())
 
 
 def selection_options(function: Callable[..., None]) -> Callable[..., None]:
@@ -399,6 +406,12 @@ def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: 
     plan = load_plan(matrix_path, quiet=check)
     if check:
         stale = render_stage.stale_paths(plan, release, out_dir)
+        lock = LockFile.load(lock_path(matrix_path))
+        unpinned = stale_pins(plan, lock) if lock.pins else []
+        for problem in unpinned:
+            err.print(f"{problem}: run python build.py lock")
+        if unpinned and not stale:
+            sys.exit(1)
         if stale:
             err.print(f"{out_dir} is stale for release {release} ({len(stale)} files differ); "
                       f"run: python build.py render --tag {release}")
@@ -409,6 +422,57 @@ def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: 
         return
     written = render_stage.write(plan, release, out_dir)
     out.print(f"rendered {len(written)} build contexts under {out_dir} for release {release}")
+
+
+@main.group(name="compat")
+def compat_group() -> None:
+    """The compatibility data (torchimages/data/compat.yaml) and the package indexes it follows."""
+
+
+@compat_group.command(name="refresh")
+@click.option("--since", default="2.0", show_default=True, help="The oldest torch release to read.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when the data is behind the indexes.")
+@click.option("--pypi-index", default="https://pypi.org/simple/torch/", show_default=True,
+              help="PyPI's simple page of torch (a mirror's works).")
+@click.option("--wheel-index", default="https://download.pytorch.org/whl", show_default=True,
+              help="The PyTorch wheel indexes' root (/cuXYZ/torch/ below it).")
+@click.option("--skip-wheel-index", is_flag=True, help="Read PyPI alone (where the wheel indexes cannot be reached).")
+def compat_refresh(since: str, check: bool, pypi_index: str, wheel_index: str, skip_wheel_index: bool) -> None:
+    """Read torch's releases, Python wheels, CUDA builds and pins from the indexes; rewrite the data; print the diff."""
+    from . import compatrefresh
+
+    if release_problem(since) or not since[0].isdigit():
+        raise UserError(f"--since {since!r} is not a version, e.g. 2.0")
+    result = compatrefresh.run(since=since, check=check, pypi_index=pypi_index,
+                               wheel_index=None if skip_wheel_index else wheel_index)
+    for line in result.changes:
+        out.print(f"changed: {line}")
+    for line in result.notes:
+        out.print(f"note:    {line}")
+    if result.diff:
+        out.print(result.diff, end="")
+    if check:
+        state = "behind the indexes: run python build.py compat refresh" if result.diff else "up to date with the indexes"
+        out.print(f"{result.path}: {state}")
+        sys.exit(1 if result.diff else 0)
+    out.print(f"{result.path}: {len(result.changes)} changes written" if result.diff else f"{result.path}: up to date")
+
+
+@main.command(name="lock")
+@matrix_option
+@click.option("--refresh", is_flag=True, help="Resolve every tag again and move the pins that changed.")
+def lock_command(matrix_path: Path, refresh: bool) -> None:
+    """Pin each base image tag of the matrix to its digest (matrix.yaml -> matrix.lock) through the registry API."""
+    from . import lock
+
+    plan = load_plan(matrix_path, quiet=True)
+    lock_file = LockFile.load(lock_path(matrix_path))
+    changes = lock.update(plan, lock_file, lock.registry_resolver(), refresh=refresh)
+    for change in changes:
+        out.print(change.line())
+    if changes or not lock_file.path.exists():
+        lock_file.write()
+    out.print(f"{lock_file.path}: {len(lock_file.pins)} base images pinned, {len(changes)} changed")
 
 
 @main.command(name="matrix")

@@ -58,6 +58,14 @@ class TorchBuild:
     archs: tuple[str, ...]
     sources: dict[str, list[str]]
     unconfirmed: tuple[str, ...]
+    python: tuple[str, ...] = ()  # the Python versions this build has wheels for, as the indexes list them
+    platforms: tuple[str, ...] = ()  # x86_64, aarch64; () where no index was read for the build
+
+    def has_wheel(self, python: str, platform: str) -> bool | None:
+        """Whether the indexes list a wheel of this build for `python` on `platform`; None where none was read."""
+        if not self.python:
+            return None
+        return python in self.python and platform in self.platforms
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,11 @@ class TorchRelease:
 
     def build_for(self, cuda: str) -> TorchBuild | None:
         return next((b for b in self.builds if matches(b.cuda, cuda) or b.cuda == cuda), None)
+
+    def has_wheel(self, build: TorchBuild, python: str, platform: str) -> bool:
+        """A wheel of `build` for `python` on `platform`: as its index lists, else as the release's Python list says."""
+        listed = build.has_wheel(python, platform)
+        return python in self.python if listed is None else listed
 
 
 @dataclass(frozen=True)
@@ -230,6 +243,8 @@ def _torch(row: dict[str, Any]) -> TorchRelease:
             archs=tuple(b.get("archs") or ()),
             sources=b["sources"],
             unconfirmed=tuple(b.get("unconfirmed", ())),
+            python=tuple((b.get("wheels") or {}).get("python") or ()),
+            platforms=tuple((b.get("wheels") or {}).get("platforms") or ()),
         )
         for b in row["builds"]
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,14 @@ import requests
 MANIFEST_TYPES = ", ".join((
     "application/vnd.docker.distribution.manifest.v2+json",
     "application/vnd.oci.image.manifest.v1+json",
+))
+
+
+# What a tag may point at when it is pinned: a multi-arch index (nvidia/cuda, debian) or one image's manifest.
+PINNABLE_TYPES = ", ".join((
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    MANIFEST_TYPES,
 ))
 
 
@@ -46,6 +55,14 @@ class RegistryClient:
             return None
         response.raise_for_status()
         return RemoteTag(digest=response.headers["Docker-Content-Digest"], config_digest=response.json()["config"]["digest"])
+
+    def digest(self, name: str, tag: str) -> str | None:
+        """The digest NAME:TAG resolves to (an index's for a multi-arch image, as `docker pull` pins), None if absent."""
+        response = self.get(f"/v2/{name}/manifests/{tag}", headers={"Accept": PINNABLE_TYPES})
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return response.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(response.content).hexdigest()}"
 
     def get(self, path: str, headers: dict[str, str]) -> requests.Response:
         response = self.session.get(self.base + path, headers=headers, auth=self.auth, verify=self.verify,

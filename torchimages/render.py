@@ -70,6 +70,8 @@ def labels(plan: Plan, spec: ImageSpec, release: str, variant: str, settings: Se
     }
     if spec.ngc:
         found[f"{prefix}.ngc"] = spec.ngc
+    if variant == "base" and spec.base_image in plan.pins:
+        found["org.opencontainers.image.base.digest"] = plan.pins[spec.base_image]
     return found
 
 
@@ -102,7 +104,8 @@ def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, *, variant: str
     values = {
         "spec": spec, "variant": variant, "release": release, "settings": settings,
         "labels": labels(plan, spec, release, variant, settings),
-        "base_tag": plan.tag(release, spec.name), "template": TEMPLATE, "matrix_file": Path(plan.file).name,
+        "base_tag": plan.tag(release, spec.name), "base_reference": plan.base_reference(spec),
+        "template": TEMPLATE, "matrix_file": Path(plan.file).name,
         "image_facts": image_facts(spec, release),
         "uses": [],  # what the rendered Dockerfile COPYs, declared by the template (macros.build_args)
     }

@@ -13,6 +13,7 @@ from . import compat, grammar
 from .compat import CompatData, TorchRelease, matches
 from .errors import Problem, UserError
 from .matrix import Entry, Matrix
+from .settings import SETTINGS
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 # Docker's tag grammar; the release is the first part of every image tag (RELEASE-NAME[-VARIANT]).
@@ -79,6 +80,12 @@ class Plan:
     file: str
     registry: str
     specs: tuple[ImageSpec, ...]
+    pins: dict[str, str] = field(default_factory=dict)  # base tag -> digest, from the lock file beside the matrix
+
+    def base_reference(self, spec: ImageSpec) -> str:
+        """What a base image's FROM names: tag@digest when the lock pins the tag, else the matrix's reference."""
+        digest = self.pins.get(spec.base_image)
+        return f"{spec.base_image}@{digest}" if digest else spec.base_image
 
     def tag(self, release: str, image_name: str) -> str:
         return f"{self.registry}:{image_tag(release, image_name)}"
@@ -178,7 +185,7 @@ class _EntryResolver:
             builds = ", ".join(b.cuda for b in release.builds)
             self.fail("cuda", f"torch {release.version} has no CUDA {cuda} build; its builds: {builds}")
             return None
-        self._python(release)
+        self._wheel(release, build)
         self._cudnn(release, build)
         self._note_unconfirmed(f"torch {release.version} {build.variant}", build.unconfirmed)
         cuda_image, base_image = self._cuda_base(cuda, build.cuda)
@@ -271,6 +278,31 @@ class _EntryResolver:
         self.fail("python", f"torch {release.version} has no wheel for Python {python}; "
                             f"it has wheels for: {', '.join(release.python)}")
         return False
+
+    def _wheel(self, release: TorchRelease, build: compat.TorchBuild) -> bool:
+        """A wheel exists for every axis of the entry: torch x CUDA build x Python x architecture."""
+        python, platform = self.entry.get("python"), SETTINGS.platform
+        if release.has_wheel(build, python, platform):
+            return True
+        self.fail("python", f"torch {release.version} {build.variant} has no wheel for Python {python} on {platform}; "
+                            f"nearest that exist: {self._nearest(release, build, python, platform)}")
+        return False
+
+    def _nearest(self, release: TorchRelease, build: compat.TorchBuild, python: str, platform: str) -> str:
+        """Up to three installable combinations closest to the entry: other Pythons of the same build, the same Python
+        in the nearest torch releases with the same CUDA build, and in the release's other builds."""
+        same_build = [p for p in (build.python or release.python) if release.has_wheel(build, p, platform)
+                      and p.endswith("t") == python.endswith("t")]  # a free-threaded Python only for one asked
+        options = [f"Python {', '.join(same_build[-3:])} with torch {release.version} {build.variant}"] if same_build else []
+        releases = sorted(self.data.torch, key=lambda r: abs(self.data.torch.index(r) - self.data.torch.index(release)))
+        for other in releases:
+            twin = next((b for b in other.builds if b.variant == build.variant), None)
+            if other is not release and twin and other.has_wheel(twin, python, platform):
+                options.append(f"torch {other.version} {build.variant} with Python {python}")
+                break
+        options += [f"torch {release.version} {b.variant} with Python {python}" for b in release.builds
+                    if b is not build and release.has_wheel(b, python, platform)][:1]
+        return "; ".join(options) or "none in the compat data"
 
     def _cudnn(self, release: TorchRelease, build: compat.TorchBuild) -> None:
         wanted = self.entry.get("cudnn")

@@ -185,7 +185,7 @@ def test_credentials_from_stdin_and_from_the_docker_config_write_nothing(registr
                                 env={**env, "DOCKER_CONFIG": str(config)}, input=stdin, capture_output=True, text=True,
                                 timeout=600, check=False)
         assert result.returncode == 0, f"push with credentials from the {name} failed:\n{result.stderr[-2000:]}"
-        assert result.stderr.count(": unchanged ") == 3, result.stderr
+        assert result.stderr.count(" push unchanged ") == 3, result.stderr
     assert (config / "config.json").read_bytes() == before and [p.name for p in config.iterdir()] == ["config.json"]
 
 
@@ -239,5 +239,5 @@ def test_credentials_from_a_docker_credential_helper(registry: Registry, pushed:
         env={**env, "DOCKER_CONFIG": str(docker_config), "PATH": f"{bin_dir}:{env['PATH']}"}, capture_output=True,
         text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stderr.count(": unchanged ") == 3, result.stderr
+    assert result.stderr.count(" push unchanged ") == 3, result.stderr
     assert f"get {registry.host}" in log.read_text(), "the helper was never asked"

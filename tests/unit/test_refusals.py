@@ -30,8 +30,8 @@ def test_cudnn_other_than_the_bundled_one() -> None:
 
 def test_python_without_a_wheel() -> None:
     message = only(problems_of(HEAD + '  - {flavor: cuda, torch: "2.3.1", cuda: "12.1", python: "3.13"}\n'))
-    assert "field 'python': torch 2.3.1 has no wheel for Python 3.13" in message
-    assert "3.8, 3.9, 3.10, 3.11, 3.12" in message
+    assert "field 'python': torch 2.3.1 cu121 has no wheel for Python 3.13 on x86_64" in message
+    assert "nearest that exist: Python 3.10, 3.11, 3.12 with torch 2.3.1 cu121; torch 2.5.0 cu121 with Python 3.13" in message
 
 
 def test_unknown_torch_release() -> None:

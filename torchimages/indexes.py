@@ -1,0 +1,188 @@
+"""What the package indexes say about torch: the primary sources `build.py compat refresh` reads.
+
+- PyPI's simple index (PEP 691 JSON, PEP 503 HTML as a fallback): every torch release and the Python tags and
+  platforms of its Linux wheels; each release's wheel metadata file (PEP 658/714, `URL.metadata`; no wheel is
+  downloaded) gives the default build's CUDA and its nvidia-cudnn-* and nvidia-nccl-* pins.
+- The PyTorch wheel indexes (`/whl/cuXYZ/torch/`, PEP 503 HTML): which CUDA builds exist for each release, for which
+  Python and platform.
+
+Everything goes through one `Fetch` (URL -> body, None for 404), so the tests run on recorded pages.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import re
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+PYPI_SIMPLE = "https://pypi.org/simple/torch/"
+WHEEL_INDEX = "https://download.pytorch.org/whl"
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+
+Fetch = Callable[[str, str], bytes | None]  # (url, accept) -> body, None when the page does not exist
+
+# torch-2.3.1+cu121-cp311-cp311-linux_x86_64.whl, torch-2.7.0-cp313-cp313t-manylinux_2_28_aarch64.whl
+WHEEL = re.compile(r"^torch-(?P<version>\d+\.\d+\.\d+)(?:\+(?P<local>[a-z0-9.]+))?-(?P<python>cp3\d+)-"
+                   r"(?P<abi>cp3\d+t?|abi3|none)-(?P<platform>[a-z0-9_]+)\.whl$")
+PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*\(?\s*==\s*(?P<version>[0-9][0-9A-Za-z.+]*)")
+
+
+@dataclass(frozen=True)
+class Wheel:
+    version: str
+    local: str  # "cu121", "cpu" or "" (PyPI's default build)
+    python: str  # "3.11"
+    platform: str  # "x86_64" or "aarch64"
+    url: str
+
+
+def parse_wheel(filename: str, url: str) -> Wheel | None:
+    """A Linux CPython wheel of torch ("3.13t" for a free-threaded one: its ABI ends in t), or None for anything else."""
+    match = WHEEL.match(urllib.parse.unquote(filename))
+    if not match or "linux" not in match["platform"]:
+        return None
+    platform = next((arch for arch in ("x86_64", "aarch64") if match["platform"].endswith(arch)), None)
+    if platform is None:
+        return None
+    python = f"3.{match['python'][3:]}" + ("t" if match["abi"].endswith("t") else "")
+    return Wheel(match["version"], match["local"] or "", python, platform, url)
+
+
+class _Links(html.parser.HTMLParser):
+    """The <a href> links of a PEP 503 page, with their text (the file name)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str]] = []
+        self._href: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+
+    def handle_data(self, data: str) -> None:
+        if self._href is not None and data.strip():
+            self.links.append((data.strip(), self._href))
+            self._href = None
+
+
+def files_of(page: bytes, base: str) -> list[tuple[str, str]]:
+    """(file name, absolute URL without fragment) of a simple-index page, JSON (PEP 691) or HTML (PEP 503)."""
+    text = page.decode("utf-8", errors="replace")
+    if text.lstrip().startswith("{"):
+        return [(f["filename"], urllib.parse.urljoin(base, f["url"]).split("#")[0]) for f in json.loads(text)["files"]]
+    parser = _Links()
+    parser.feed(text)
+    return [(name, urllib.parse.urljoin(base, href).split("#")[0]) for name, href in parser.links]
+
+
+@dataclass
+class Release:
+    """One torch release as the indexes show it."""
+
+    version: str
+    python: set[str] = field(default_factory=set)  # PyPI's Linux wheels
+    platforms: set[str] = field(default_factory=set)
+    default_cuda: str | None = None  # major.minor of PyPI's default build; None for a CPU-only default
+    cudnn: str | None = None
+    nccl: str | None = None
+    metadata_urls: list[str] = field(default_factory=list)  # of its Linux x86_64 wheels, cp311's first
+    metadata_source: str | None = None  # the one the pins were read from
+    builds: dict[str, tuple[set[str], set[str]]] = field(default_factory=dict)  # cuXYZ -> (python, platforms)
+
+
+def pypi_releases(fetch: Fetch, *, since: str, index: str = PYPI_SIMPLE) -> dict[str, Release]:
+    """Every final torch release from `since` on, with its Python tags, platforms and the default build's pins."""
+    page = fetch(index, JSON_ACCEPT)
+    if page is None:
+        raise LookupError(f"{index}: no such page")
+    releases: dict[str, Release] = {}
+    for name, url in files_of(page, index):
+        wheel = parse_wheel(name, url)
+        if wheel is None or wheel.local or version_key(wheel.version) < version_key(since):
+            continue
+        release = releases.setdefault(wheel.version, Release(wheel.version))
+        release.python.add(wheel.python)
+        release.platforms.add(wheel.platform)
+        if wheel.platform == "x86_64":
+            release.metadata_urls.insert(0 if wheel.python == "3.11" else len(release.metadata_urls), url + ".metadata")
+    for release in releases.values():
+        read_pins(fetch, release)
+    return releases
+
+
+def read_pins(fetch: Fetch, release: Release) -> None:
+    """The default build's CUDA, cuDNN and NCCL from its wheel's Requires-Dist pins: the PEP 658 metadata file of a
+    Linux x86_64 wheel (not every old upload has one; the first that does is read), else PyPI's JSON of the release."""
+    requirements = None
+    for url in release.metadata_urls:
+        body = fetch(url, "*/*")
+        if body is not None:
+            release.metadata_source = url
+            requirements = [line.split(":", 1)[1].strip() for line in body.decode("utf-8", errors="replace").splitlines()
+                            if line.startswith("Requires-Dist:")]
+            break
+    if requirements is None and release.metadata_urls:
+        url = f"https://pypi.org/pypi/torch/{release.version}/json"
+        body = fetch(url, "application/json")
+        if body is None:  # the pins stay unread: refresh keeps what the data has and says so
+            return
+        release.metadata_source = url
+        requirements = (json.loads(body).get("info") or {}).get("requires_dist") or []
+    for requirement in requirements or []:
+        marker = requirement.partition(";")[2].replace("'", '"')
+        if "extra ==" in marker or not ('platform_machine == "x86_64"' in marker or 'platform_system == "Linux"' in marker):
+            continue  # the default build's CUDA wheels are pinned for Linux (x86_64 until 2.10)
+        match = PIN.match(requirement)
+        if not match:
+            continue
+        name, version = match["name"].lower(), match["version"]
+        if name.startswith(("nvidia-cuda-runtime", "cuda-toolkit")) and release.default_cuda is None:
+            release.default_cuda = ".".join(version.split(".")[:2])
+        elif name.startswith("nvidia-cudnn"):
+            release.cudnn = version
+        elif name.startswith("nvidia-nccl"):
+            release.nccl = version
+
+
+def wheel_index_builds(fetch: Fetch, releases: dict[str, Release], variants: list[str], *,
+                       index: str = WHEEL_INDEX) -> list[str]:
+    """Fill each release's CUDA builds from the wheel index of each variant; the variants whose page exists."""
+    found = []
+    for variant in variants:
+        url = f"{index.rstrip('/')}/{variant}/torch/"
+        page = fetch(url, "text/html")
+        if page is None:
+            continue
+        found.append(variant)
+        for name, link in files_of(page, url):
+            wheel = parse_wheel(name, link)
+            if wheel is None or wheel.local != variant or wheel.version not in releases:
+                continue
+            python, platforms = releases[wheel.version].builds.setdefault(variant, (set(), set()))
+            python.add(wheel.python)
+            platforms.add(wheel.platform)
+    return found
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
+
+
+def http_fetch(timeout: float = 60) -> Fetch:
+    """The live indexes over HTTPS (the environment's proxy and CA bundle apply, as they do for pip)."""
+    import requests  # here: only `compat refresh` talks to an index
+
+    session = requests.Session()
+
+    def fetch(url: str, accept: str) -> bytes | None:
+        response = session.get(url, headers={"Accept": accept}, timeout=timeout)
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return response.content
+
+    return fetch
