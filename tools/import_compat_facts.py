@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from torchimages import compat
+from torchimages import compat, compatrefresh
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "reference" / "compat-facts.yaml"
@@ -63,13 +63,6 @@ def domain_version(release: dict[str, Any], package: str, patch: str) -> str | N
     raw = str((release.get(package) or {}).get(patch) or "")
     match = VERSION.match(raw)
     return match.group(0) if match else None
-
-
-class PlainDumper(yaml.SafeDumper):
-    """Writes repeated lists in full: anchors would make the data file hard to review."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
 
 
 def variant_cuda(variant: str) -> str:
@@ -210,7 +203,7 @@ def main(argv: list[str]) -> int:
     }
     if hand_kept:
         out["os_python"] = hand_kept
-    TARGET.write_text(HEADER + yaml.dump(out, Dumper=PlainDumper, sort_keys=False, width=110, allow_unicode=True))
+    TARGET.write_text(compatrefresh.dump(out, HEADER))  # the layout `compat refresh` writes too
     print(f"wrote {TARGET.relative_to(ROOT)}: {len(out['torch'])} torch releases, {len(out['ngc'])} NGC releases")
     print(f"wrote {compat.write_cache(TARGET.parent).relative_to(ROOT)}")  # the compiled copy every command reads
     return 0

@@ -392,7 +392,7 @@ def validate(matrix_path: Path) -> None:
 
 @main.command()
 @matrix_option
-@tag_option("Release tag (default for --check: the tag images/ was rendered with).")
+@tag_option("Release tag (default: the tag the folder was rendered with, as rendered.json records).")
 @images_option("--out", "out_dir", "Where to write the contexts")
 @click.option("--check", is_flag=True, help="Exit 1 if the rendered contexts under --out are stale.")
 def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: bool) -> None:
@@ -400,7 +400,7 @@ def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: 
     from . import render as render_stage
 
     out_dir = images_folder(matrix_path, out_dir)
-    release = release or (render_stage.rendered_release(out_dir) if check else None)
+    release = release or render_stage.rendered_release(out_dir)
     if not release:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
     plan = load_plan(matrix_path, quiet=check)
@@ -433,9 +433,9 @@ def compat_group() -> None:
 @click.option("--since", default="2.0", show_default=True, help="The oldest torch release to read.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the data is behind the indexes.")
 @click.option("--pypi-index", default="https://pypi.org/simple/torch/", show_default=True,
-              help="PyPI's simple page of torch (a mirror's works).")
+              envvar="TORCHIMAGES_PYPI_INDEX", help="PyPI's simple page of torch (a mirror's works).")
 @click.option("--wheel-index", default="https://download.pytorch.org/whl", show_default=True,
-              help="The PyTorch wheel indexes' root (/cuXYZ/torch/ below it).")
+              envvar="TORCHIMAGES_WHEEL_INDEX", help="The PyTorch wheel indexes' root (/cuXYZ/torch/ below it).")
 @click.option("--skip-wheel-index", is_flag=True, help="Read PyPI alone (where the wheel indexes cannot be reached).")
 def compat_refresh(since: str, check: bool, pypi_index: str, wheel_index: str, skip_wheel_index: bool) -> None:
     """Read torch's releases, Python wheels, CUDA builds and pins from the indexes; rewrite the data; print the diff."""
