@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
-from .report import atomic_write
 from .specs import Plan
 
 DOCKER_HUB = "registry-1.docker.io"  # where docker.io's API answers (its token flow is the anonymous one)
@@ -62,6 +61,8 @@ class LockFile:
         return cls(path, pins)
 
     def write(self) -> None:
+        from .report import atomic_write  # here: every command reads the lock, only `lock` writes it
+
         data = {"comment": "Base images pinned by digest: written by python build.py lock; review moves like code.",
                 "pins": {tag: vars(self.pins[tag]) for tag in sorted(self.pins)}}
         atomic_write(self.path, json.dumps(data, indent=2) + "\n")
