@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 def matrix_option(function: Callable[..., None]) -> Callable[..., None]:
     function = click.option("--matrix", "matrix_path", type=click.Path(path_type=Path), default=Path("matrix.yaml"),
-                            show_default=True, help="The matrix file.")(function)
+                            show_default=True, envvar="TORCHIMAGES_MATRIX",
+                            help="The matrix file (TORCHIMAGES_MATRIX: the entries one runner releases).")(function)
     return max_images_option(function)
 
 
@@ -153,10 +154,14 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
     return function
 
 
-def push_option_list(*, with_flag: bool = True) -> list:
+def push_option_list(*, with_flag: bool = True, with_candidate: bool = True) -> list:
     flag = [click.option("--push", is_flag=True, help="Push every image whose smoke suite passed in this run.")]
+    candidate = [click.option("--candidate", metavar="ID",
+                              help="Push under candidate tags RELEASE-ID-IMAGE (e.g. rc.42); `promote` makes them the "
+                                   "release tags once every image of the release passed.")]
     return [
         *(flag if with_flag else []),
+        *(candidate if with_candidate else []),
         click.option("--registry", "push_registry", help="Push target HOST[:PORT]/PATH (default: the matrix's registry)."),
         click.option("--registry-user", help="Log in as this user (default: the docker config's credentials)."),
         click.option("--password-env", default="TORCHIMAGES_REGISTRY_PASSWORD", show_default=True,
@@ -176,12 +181,24 @@ def push_options(function: Callable[..., None]) -> Callable[..., None]:
     return function
 
 
-def push_options_from(plan: Plan, values: dict) -> PushOptions:
+def registry_options(function: Callable[..., None]) -> Callable[..., None]:
+    """The push options without --candidate: where, as whom, --force and the manifest to write (promote)."""
+    for option in reversed(push_option_list(with_flag=False, with_candidate=False)):
+        function = option(function)
+    return function
+
+
+def push_options_from(plan: Plan, values: dict, release: str | None = None) -> PushOptions:
     from .publishstage import PushOptions
 
+    candidate = values.get("candidate")
+    if candidate is not None and (not release or release_problem(f"{release}-{candidate}") or not candidate):
+        raise UserError(f"--candidate {candidate!r} does not make a valid tag after {release}-: use letters, digits, "
+                        "'.', '_' and '-', e.g. rc.42")
     return PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
                        password_env=values["password_env"], password_stdin=values["password_stdin"],
-                       registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"])
+                       registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"],
+                       candidate=candidate)
 
 
 def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOptions:
@@ -219,11 +236,13 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
     images_dir = images_folder(matrix_path, images_dir)
     options = build_options_from(release, images_dir, values)
     if values["push"]:
-        push_options_from(plan, values).check()  # before a long build, not after it
+        push_options_from(plan, values, release).check()  # before a long build, not after it
+    elif values["candidate"]:
+        raise click.UsageError("--candidate needs --push")
     if dry_run:
         release_stages.print_plan(plan, options)
         return
-    push = push_options_from(plan, values) if values["push"] else None
+    push = push_options_from(plan, values, release) if values["push"] else None
     sys.exit(release_stages.run(plan, options, push=push, require_gpu=bool(values["require_gpu"])))
 
 
@@ -272,13 +291,71 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
     if not path.exists():
         raise UserError(f"no report at {path}: run build and test first, or pass --report")
     run_report = Report.load(path)
-    options = push_options_from(plan, values)
+    options = push_options_from(plan, values, release)
     credentials = options.credentials()
     with release_stages.shown(plain, logs_folder(release, logs)) as (emit, _):
         ok, written = push_report(Engine().api, run_report, options, emit, credentials)
     err.print(written)
     run_report.write(path)
     sys.exit(0 if ok else 1)
+
+
+@main.command()
+@matrix_option
+@tag_option("Release tag to promote, e.g. v2.7.", required=True)
+@click.option("--candidates", "candidates_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              required=True, help="The candidate manifest: build.py manifest over the per-entry reports.")
+@registry_options
+@plain_option
+@logs_option
+def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool, logs: Path | None,
+            **values: object) -> None:
+    """Point every release tag at its tested candidate's digest (manifest PUT), only when every image passed."""
+    from . import promote as promotion
+    from . import publish
+    from . import release as release_stages
+    from .registry import RegistryClient, split_reference
+
+    plan = load_plan(matrix_path, quiet=True)
+    options = push_options_from(plan, values)
+    candidates = read_manifest(candidates_path)
+    if candidates.get("release") != release or candidates.get("repository") != options.repository:
+        raise UserError(f"{candidates_path} is release {candidates.get('release')} in {candidates.get('repository')}, "
+                        f"not {release} in {options.repository}")
+    credentials = options.credentials()
+    host = split_reference(options.repository)[0]
+    registry = RegistryClient(host, username=credentials.username if credentials else None,
+                              password=credentials.password if credentials else None,
+                              ca=options.registry_ca or publish.default_ca(host))
+    expected = [name for spec in plan.specs for name in spec.image_names()]
+    try:
+        promotions = promotion.plan(candidates, expected)
+        with release_stages.shown(plain, logs_folder(release, logs)) as (emit, _):
+            promoter = promotion.Promoter(registry, options.repository, emit, force=options.force)
+            promoter.check(promotions)
+            promoter.promote(promotions)
+    except promotion.PromotionRefused as refused:
+        err.print(f"[bold red]not promoted[/]: {escape(str(refused))}", markup=True)
+        sys.exit(1)
+    failed = [p for p in promotions if p.state == "failed"]
+    if failed:
+        err.print(f"[bold red]promotion incomplete[/]: {len(failed)} of {len(promotions)} release tags not written "
+                  f"({escape(failed[0].error or '')}); run the same command again to finish", markup=True)
+        sys.exit(1)
+    data = promotion.release_manifest(candidates, promotions)
+    json_path, markdown_path = publish.write_manifest(data, options.manifest_path or Path("releases") / f"{release}.json")
+    out.print(f"promoted {len(promotions)} images of {release} from {candidates['candidate']}; release manifest: "
+              f"{json_path} ({markdown_path.name})")
+
+
+def read_manifest(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: not a release manifest ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise UserError(f"{path}: not a release manifest (no images list)")
+    return data
 
 
 @main.command(name="manifest")

@@ -58,21 +58,23 @@ class PushOutcome:
     pushed: bool = False  # False when the registry already held this exact image
     error: str | None = None
     attempts: int = 0
+    candidate: str | None = None
 
     def stage(self) -> PushStage:
         return PushStage(reference=self.reference, digest=self.digest, size=self.size, pushed=self.pushed,
-                         error=self.error, attempts=self.attempts)
+                         error=self.error, attempts=self.attempts, candidate=self.candidate)
 
 
 class Publisher:
     def __init__(self, api: docker.APIClient, repository: str, *, credentials: Credentials | None,
                  ca: Path | None = None, force: bool = False, retries: int = 3, backoff: float = 1.0,
-                 emit: EventSink = ignore) -> None:
+                 emit: EventSink = ignore, candidate: str | None = None) -> None:
         self.api, self.repository, self.credentials = api, repository, credentials
         host, self.name = split_reference(repository)
         self.registry = RegistryClient(host, username=credentials.username if credentials else None,
                                        password=credentials.password if credentials else None, ca=ca or default_ca(host))
         self.force, self.retries, self.backoff, self.emit = force, retries, backoff, emit
+        self.candidate = candidate  # pushes go to RELEASE-CANDIDATE-IMAGE; `promote` makes them release tags
 
     def check_login(self) -> None:
         """Fail early, before anything is pushed, when the registry refuses these credentials."""
@@ -91,7 +93,7 @@ class Publisher:
         for record in report.images:
             self.emit(StageEvent(record.image, "queued", stage="push"))
         for record in report.images:
-            tag = image_tag(report.release, record.image)
+            tag = image_tag(f"{report.release}-{self.candidate}" if self.candidate else report.release, record.image)
             reference = f"{self.repository}:{tag}"
             if not record.smoke_passed:
                 outcome = PushOutcome(record.image, reference, error="not pushed: its smoke suite did not pass in this run")
@@ -100,6 +102,7 @@ class Publisher:
             else:
                 self.emit(StageEvent(record.image, "started", reference, stage="push"))
                 outcome = self._publish_one(record, tag)
+            outcome.candidate = self.candidate
             if outcome.error and record.variant == "base":
                 failed_entries.add(record.entry)
             record.push = outcome.stage()
@@ -238,6 +241,10 @@ def manifest(reports: list[Report], repository: str) -> dict[str, object]:
     releases = {report.release for report in reports}
     if len(releases) != 1:
         raise UserError(f"reports of different releases cannot be merged: {sorted(releases)}")
+    release = releases.pop()
+    candidates = {r.push.candidate for report in reports for r in report.images if r.push and r.push.ok}
+    if len(candidates) > 1:
+        raise UserError(f"reports of different candidates cannot be merged: {sorted(map(str, candidates))}")
     images = {}
     for report in reports:
         for record in report.images:
@@ -248,12 +255,14 @@ def manifest(reports: list[Report], repository: str) -> dict[str, object]:
                 smoke = record.smoke
                 images[record.image] = {
                     "image": record.image, "variant": record.variant, "tag": record.push.reference,
+                    "release_tag": f"{repository}:{image_tag(release, record.image)}",
                     "reference": f"{repository}@{record.push.digest}", "digest": record.push.digest,
                     "size_bytes": record.size_bytes, "versions": record.versions,
                     "smoke": {"passed": smoke.passed, "failed": smoke.failed, "skipped": smoke.skipped,
                               "skipped_no_gpu": smoke.skipped_no_gpu},
                 }
-    return {"release": releases.pop(), "repository": repository, "images": [images[k] for k in sorted(images)]}
+    return {"release": release, "candidate": candidates.pop() if candidates else None, "repository": repository,
+            "images": [images[k] for k in sorted(images)]}
 
 
 def write_manifest(data: dict, path: Path) -> tuple[Path, Path]:

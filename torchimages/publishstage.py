@@ -25,6 +25,7 @@ class PushOptions:
     registry_ca: Path | None = None
     force: bool = False
     manifest_path: Path | None = None
+    candidate: str | None = None  # push under RELEASE-CANDIDATE-IMAGE tags, for `promote`
 
     def credentials(self) -> publish.Credentials | None:
         """From --registry-user with the password from the environment or stdin, else the docker config."""
@@ -62,11 +63,12 @@ def push_report(api: docker.APIClient, report: Report, options: PushOptions, emi
                 credentials: publish.Credentials | None) -> tuple[bool, str]:
     """Push what passed its smoke suite and write the manifest: whether every push succeeded, and what was written."""
     publisher = publish.Publisher(api, options.repository, credentials=credentials, ca=options.registry_ca,
-                                  force=options.force, emit=emit)
+                                  force=options.force, emit=emit, candidate=options.candidate)
     publisher.check_login()
     outcomes = publisher.publish(report)
     data = publish.manifest([report], options.repository)
-    path = options.manifest_path or Path("releases") / f"{report.release}.json"
+    name = f"{report.release}-{options.candidate}" if options.candidate else report.release
+    path = options.manifest_path or Path("releases") / f"{name}.json"
     json_path, markdown_path = publish.write_manifest(data, path)
     return (all(outcome.error is None for outcome in outcomes),
             f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images")

@@ -64,14 +64,31 @@ class RegistryClient:
         response.raise_for_status()
         return response.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(response.content).hexdigest()}"
 
+    def manifest(self, name: str, reference: str) -> tuple[bytes, str]:
+        """The manifest stored under a tag or digest, byte for byte, and its media type."""
+        response = self.get(f"/v2/{name}/manifests/{reference}", headers={"Accept": PINNABLE_TYPES})
+        response.raise_for_status()
+        return response.content, response.headers["Content-Type"]
+
+    def put_manifest(self, name: str, tag: str, body: bytes, media_type: str) -> str:
+        """Point NAME:TAG at a manifest (no layer moves: the blobs are in the repository); the digest it answers."""
+        response = self.request("PUT", f"/v2/{name}/manifests/{tag}", headers={"Content-Type": media_type}, data=body)
+        response.raise_for_status()
+        return response.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(body).hexdigest()}"
+
     def get(self, path: str, headers: dict[str, str]) -> requests.Response:
-        response = self.session.get(self.base + path, headers=headers, auth=self.auth, verify=self.verify,
-                                    timeout=self.timeout)
+        return self.request("GET", path, headers=headers)
+
+    def request(self, method: str, path: str, *, headers: dict[str, str], data: bytes | None = None) -> requests.Response:
+        """One call with basic auth, or with the bearer token the registry's challenge asks for (its scope names the
+        action: pull, or pull,push for a PUT)."""
+        response = self.session.request(method, self.base + path, headers=headers, data=data, auth=self.auth,
+                                        verify=self.verify, timeout=self.timeout)
         challenge = response.headers.get("WWW-Authenticate", "")
         if response.status_code == 401 and challenge.lower().startswith("bearer"):
             token = self._token(challenge)
-            response = self.session.get(self.base + path, headers={**headers, "Authorization": f"Bearer {token}"},
-                                        verify=self.verify, timeout=self.timeout)
+            response = self.session.request(method, self.base + path, data=data, verify=self.verify,
+                                            headers={**headers, "Authorization": f"Bearer {token}"}, timeout=self.timeout)
         return response
 
     def _token(self, challenge: str) -> str:

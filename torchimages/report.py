@@ -52,6 +52,7 @@ class PushStage:
     pushed: bool = False  # False when the registry already held this exact image
     error: str | None = None
     attempts: int = 0
+    candidate: str | None = None  # pushed under a candidate tag (RELEASE-CANDIDATE-IMAGE), for `promote`
 
     @property
     def ok(self) -> bool:

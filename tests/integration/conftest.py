@@ -168,6 +168,14 @@ def smoke_run(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -
 # --- the flagship CUDA entry, built from PyPI's CUDA wheels on a local CUDA base ----------------------
 
 @pytest.fixture(scope="session")
+def tested_report(smoke_run: tuple) -> Path:
+    """The report of this session's build and smoke run (every CPU image passed)."""
+    result, report = smoke_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Path(report["_path"])
+
+
+@pytest.fixture(scope="session")
 def cuda_wheelhouse() -> Path:
     """torch and everything the CUDA entry and its variants install, for Debian's Python (cached in .cache)."""
     spec = entry_spec(CUDA_ENTRY)

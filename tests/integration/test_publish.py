@@ -21,14 +21,6 @@ from torchimages.report import Report
 from .conftest import RELEASE, ROOT, EntryBuild, Registry, build_py, start_registry
 
 
-@pytest.fixture(scope="module")
-def tested_report(smoke_run: tuple) -> Path:
-    """The report of this session's build and smoke run (every CPU image passed)."""
-    result, report = smoke_run
-    assert result.returncode == 0, result.stderr[-3000:]
-    return Path(report["_path"])
-
-
 def push(registry: Registry, report: Path, manifest: Path, *extra: str, password: str | None = None,
          repository: str = "ml/pytorch") -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, TORCHIMAGES_REGISTRY_PASSWORD=password or registry.password)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import docker
 import pytest
+import yaml
 
 from torchimages import publish
 
@@ -31,6 +32,15 @@ def runner_env(base_image: str, wheelhouse: Path, folder: Path) -> dict[str, str
     (folder / "docker-config").mkdir()
     return {**env, "DOCKER_CONFIG": str(folder / "docker-config"), "GITHUB_REF_NAME": RELEASE, "GITHUB_RUN_ID": "4242",
             "TORCHIMAGES_BASE_IMAGE": base_image, "TORCHIMAGES_WHEELHOUSE": str(wheelhouse), "TORCHIMAGES_OFFLINE": "1"}
+
+
+def cpu_matrix(folder: Path) -> Path:
+    """matrix.yaml with only its CPU entry."""
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    data["images"] = [entry for entry in data["images"] if entry["flavor"] == "cpu"]
+    path = folder / "cpu-release.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
 
 
 def assert_all_ran(run: WorkflowRun) -> None:
@@ -56,7 +66,9 @@ def release_run(api: docker.APIClient, base_image: str, wheelhouse: Path, regist
     folder = tmp_path_factory.mktemp("release-workflow")
     secrets = {"secrets.REGISTRY": f"{registry.host}/ml/release", "secrets.REGISTRY_USER": registry.user,
                "secrets.REGISTRY_PASSWORD": registry.password}
-    env = runner_env(base_image, wheelhouse, folder)
+    # This runner releases the entries it can build: the CPU entry of matrix.yaml (TORCHIMAGES_MATRIX), so that
+    # `promote` finds every image of the release it was given (tests/integration/test_promote.py refuses a partial one).
+    env = {**runner_env(base_image, wheelhouse, folder), "TORCHIMAGES_MATRIX": str(cpu_matrix(folder))}
     runner = Runner(root=ROOT, workspace=folder, context=secrets, env=env, drop=("--require-gpu",),
                     keep_entry=lambda entry: entry["entry"] == CPU_ENTRY)
     run = runner.workflow(WORKFLOWS / "release.yml")
@@ -83,13 +95,15 @@ def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_r
     assert CPU_ENTRY in [e["entry"] for e in include], include
     assert any(s.note == "dropped --require-gpu" for s in run.steps), run.describe()
     manifest = json.loads((run.workdirs["manifest"] / "releases" / f"{RELEASE}.json").read_text())
-    assert manifest["release"] == RELEASE
+    assert manifest["release"] == RELEASE and manifest["promoted_from"] == "rc.4242"
     assert sorted(i["variant"] for i in manifest["images"]) == ["base", "jupyter", "ssh"]
     client = publish.RegistryClient(registry.host, username=registry.user,
                                     password=registry.password, ca=registry.folder / "ca.crt")
     for image in manifest["images"]:
-        remote = client.tag("ml/release", image["tag"].rsplit(":", 1)[1])
-        assert remote is not None and remote.digest == image["digest"], image
+        assert image["tag"] == image["release_tag"] == f"{registry.host}/ml/release:{RELEASE}-{image['image']}", image
+        for tag in (image["tag"], f"{registry.host}/ml/release:{RELEASE}-rc.4242-{image['image']}"):
+            remote = client.tag("ml/release", tag.rsplit(":", 1)[1])
+            assert remote is not None and remote.digest == image["digest"], (tag, image)
 
 
 def test_release_workflow_writes_no_credentials(release_run: tuple[WorkflowRun, Path]) -> None:
