@@ -294,7 +294,7 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
     options = push_options_from(plan, values, release)
     credentials = options.credentials()
     with release_stages.shown(plain, logs_folder(release, logs)) as (emit, _):
-        ok, written = push_report(Engine().api, run_report, options, emit, credentials)
+        ok, written = push_report(Engine().api, run_report, options, emit, credentials, report_path=path)
     err.print(written)
     run_report.write(path)
     sys.exit(0 if ok else 1)
@@ -342,10 +342,24 @@ def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool,
         err.print(f"[bold red]promotion incomplete[/]: {len(failed)} of {len(promotions)} release tags not written "
                   f"({escape(failed[0].error or '')}); run the same command again to finish", markup=True)
         sys.exit(1)
-    data = promotion.release_manifest(candidates, promotions)
+    data = promotion.release_manifest(candidates, promotions, folder=candidates_path.parent)
     json_path, markdown_path = publish.write_manifest(data, options.manifest_path or Path("releases") / f"{release}.json")
     out.print(f"promoted {len(promotions)} images of {release} from {candidates['candidate']}; release manifest: "
               f"{json_path} ({markdown_path.name})")
+
+
+@main.command(name="diff")
+@click.argument("old_manifest", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("new_manifest", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
+def release_diff(old_manifest: Path, new_manifest: Path, fmt: str) -> None:
+    """What changed between two releases, per image: versions, Debian and Python packages, size, smoke results."""
+    from . import releasediff
+
+    old, new = releasediff.load(old_manifest), releasediff.load(new_manifest)
+    diffs = releasediff.diff(old, new)
+    text = releasediff.markdown(old, new, diffs) if fmt == "markdown" else releasediff.as_json(old, new, diffs)
+    out.print(text, end="", markup=False, highlight=False)
 
 
 def read_manifest(path: Path) -> dict:

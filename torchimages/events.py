@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-Stage = Literal["build", "smoke", "push", "promote"]
+Stage = Literal["build", "smoke", "push", "sbom", "promote"]
 Kind = Literal["queued", "started", "step", "log", "note",  # progress
                "built", "passed", "pushed", "unchanged",  # ends that succeeded
                "failed", "cancelled", "skipped"]  # ends that did not

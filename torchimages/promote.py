@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import requests
@@ -116,8 +117,14 @@ class Promoter:
         raise AssertionError("unreachable")
 
 
-def release_manifest(candidates: dict[str, Any], promotions: list[Promotion]) -> dict[str, Any]:
-    """The release manifest: the candidate manifest with each image's release tag (the digests are the same)."""
+def release_manifest(candidates: dict[str, Any], promotions: list[Promotion], *, folder: Path) -> dict[str, Any]:
+    """The release manifest: the candidate manifest with each image's release tag (the digests are the same); each
+    SBOM is taken from beside the candidate manifest (`folder`), to be copied beside the release manifest."""
     tags = {p.image: p.release_tag for p in promotions}
     images = [{**image, "tag": tags[image["image"]]} for image in candidates["images"] if image["image"] in tags]
+    for image in images:
+        if image.get("sbom", {}).get("path"):
+            sbom = dict(image["sbom"])
+            source = folder / sbom.pop("path")
+            image["sbom"] = {**sbom, "source": str(source)}
     return {**candidates, "candidate": None, "promoted_from": candidates["candidate"], "images": images}

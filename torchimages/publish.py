@@ -257,16 +257,40 @@ def manifest(reports: list[Report], repository: str) -> dict[str, object]:
                     "image": record.image, "variant": record.variant, "tag": record.push.reference,
                     "release_tag": f"{repository}:{image_tag(release, record.image)}",
                     "reference": f"{repository}@{record.push.digest}", "digest": record.push.digest,
-                    "size_bytes": record.size_bytes, "versions": record.versions,
+                    "size_bytes": record.size_bytes, "layers": record.layers, "versions": record.versions,
                     "smoke": {"passed": smoke.passed, "failed": smoke.failed, "skipped": smoke.skipped,
                               "skipped_no_gpu": smoke.skipped_no_gpu},
                 }
+                if record.sbom and report.folder:
+                    images[record.image]["sbom"] = {"source": str(report.folder / record.sbom.path),
+                                                    "sha256": record.sbom.sha256, "packages": record.sbom.packages}
     return {"release": release, "candidate": candidates.pop() if candidates else None, "repository": repository,
             "images": [images[k] for k in sorted(images)]}
 
 
+def copy_sbom(source: Path, manifest_path: Path, image: str) -> str:
+    """Copy an SBOM into the manifest's SBOM folder; its path relative to the manifest."""
+    relative = f"{manifest_path.stem}.sbom/{image}.spdx.json"
+    target = manifest_path.parent / relative
+    if source.resolve() != target.resolve():
+        try:
+            content = source.read_bytes()
+        except OSError as exc:
+            raise UserError(f"the SBOM of {image} is missing ({source}: {exc.strerror}); keep the reports' "
+                            "RELEASE.sbom/ folders beside them") from None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+    return relative
+
+
 def write_manifest(data: dict, path: Path) -> tuple[Path, Path]:
-    """JSON and a Markdown table of pinnable references, each written atomically."""
+    """JSON and a Markdown table of pinnable references, each written atomically; each image's SBOM is copied beside
+    it (MANIFEST.sbom/IMAGE.spdx.json) and referenced by that relative path and its sha256."""
+    for image in data["images"]:
+        if image.get("sbom", {}).get("source"):
+            sbom = dict(image["sbom"])
+            relative = copy_sbom(Path(sbom.pop("source")), path, image["image"])
+            image["sbom"] = {"path": relative, **sbom}
     atomic_write(path, json.dumps(data, indent=2) + "\n")
     lines = [f"# Release {data['release']}", "", "| image | pin | torch | cuda | cudnn | python | smoke |",
              "|---|---|---|---|---|---|---|"]

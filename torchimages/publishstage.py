@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import docker
 
 from . import grammar, publish
 from .errors import UserError
-from .events import EventSink
+from .events import EventSink, StageEvent
 from .report import Report
 from .specs import REGISTRY
 
@@ -53,6 +53,21 @@ class PushOptions:
                             "without ':'")
 
 
+def write_sboms(report: Report, folder: Path, emit: EventSink) -> None:
+    """An SBOM of every pushed image, as tested (by image ID), beside the report."""
+    from . import sbom
+
+    for record in report.images:
+        tested = publish.tested_image_id(record)
+        if not (record.push and record.push.ok and tested):
+            continue
+        emit(StageEvent(record.image, "started", "syft", stage="sbom"))
+        stage = sbom.generate(tested, folder / f"{record.image}.spdx.json")
+        record.sbom = replace(stage, path=str(Path(stage.path).relative_to(folder.parent)))
+        counts = ", ".join(f"{count} {kind}" for kind, count in sorted(stage.packages.items()))
+        emit(StageEvent(record.image, "built", f"{counts} packages", stage="sbom"))
+
+
 def check_repository(repository: str) -> None:
     if not REGISTRY.fullmatch(repository):
         raise UserError(f"--registry {repository!r} is not a registry/repository reference; use lowercase "
@@ -60,15 +75,18 @@ def check_repository(repository: str) -> None:
 
 
 def push_report(api: docker.APIClient, report: Report, options: PushOptions, emit: EventSink,
-                credentials: publish.Credentials | None) -> tuple[bool, str]:
-    """Push what passed its smoke suite and write the manifest: whether every push succeeded, and what was written."""
+                credentials: publish.Credentials | None, *, report_path: Path) -> tuple[bool, str]:
+    """Push what passed its smoke suite with its SBOM, and write the manifest: whether every push succeeded, and what
+    was written."""
     publisher = publish.Publisher(api, options.repository, credentials=credentials, ca=options.registry_ca,
                                   force=options.force, emit=emit, candidate=options.candidate)
     publisher.check_login()
     outcomes = publisher.publish(report)
-    data = publish.manifest([report], options.repository)
+    report.folder = report.folder or report_path.parent
+    write_sboms(report, report.sbom_folder(report_path.parent), emit)
     name = f"{report.release}-{options.candidate}" if options.candidate else report.release
     path = options.manifest_path or Path("releases") / f"{name}.json"
+    data = publish.manifest([report], options.repository)
     json_path, markdown_path = publish.write_manifest(data, path)
     return (all(outcome.error is None for outcome in outcomes),
             f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images")

@@ -41,7 +41,8 @@ def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_
     pushed = True
     if push:
         with shown(options.plain, options.logs_dir) as (emit, _):
-            pushed, written_manifest = push_report(engine.api, report, push, emit, credentials)
+            pushed, written_manifest = push_report(engine.api, report, push, emit, credentials,
+                                                   report_path=options.report_path)
         err.print(written_manifest)
     return finish(report, options.report_path, failed=not pushed)
 

