@@ -15,8 +15,10 @@ from urllib.parse import unquote
 
 from .errors import UserError
 from .report import SbomStage
+from .settings import SETTINGS
 
 TIMEOUT = 1800
+CACHE = SETTINGS.root / ".cache" / "sbom"
 
 
 def syft() -> str:
@@ -28,18 +30,21 @@ def syft() -> str:
     return found
 
 
-def generate(image_id: str, out: Path) -> SbomStage:
-    """Scan the image the suite tested (by ID) into `out`; the record of it. The same image is not scanned twice."""
-    if out.is_file() and image_id in out.read_text(encoding="utf-8", errors="replace")[:4000]:
-        return stage_of(out, image_id)
+def generate(image_id: str, out: Path, cache: Path = CACHE) -> SbomStage:
+    """Scan the image the suite tested (by ID) into `out`; the record of it. An image is scanned once: its SBOM is
+    kept by image ID in `cache` (an image ID is the hash of its content)."""
+    cached = cache / f"{image_id.replace(':', '-')}.spdx.json"
+    if not cached.is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(".partial")
+        env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}  # no network call of its own
+        result = subprocess.run([syft(), "scan", f"docker:{image_id}", "-q", "-o", f"spdx-json={partial}"],
+                                capture_output=True, text=True, timeout=TIMEOUT, env=env, check=False)
+        if result.returncode != 0 or not partial.is_file():
+            raise UserError(f"syft could not read {image_id[:19]}: {(result.stderr or result.stdout).strip()[-400:]}")
+        partial.replace(cached)
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_suffix(".partial")
-    env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}  # no network call of its own
-    result = subprocess.run([syft(), "scan", f"docker:{image_id}", "-q", "-o", f"spdx-json={partial}"],
-                            capture_output=True, text=True, timeout=TIMEOUT, env=env, check=False)
-    if result.returncode != 0 or not partial.is_file():
-        raise UserError(f"syft could not read {image_id[:19]}: {(result.stderr or result.stdout).strip()[-400:]}")
-    partial.replace(out)
+    shutil.copyfile(cached, out)
     return stage_of(out, image_id)
 
 
