@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import buildjobs
+from .budget import Budget
 from .buildinputs import BuildInputs
 from .buildjobs import BuildJob, BuildRunner, Selection
 from .engine import BuildOutcome, Engine, failure_hint
@@ -31,6 +32,7 @@ class BuildOptions:
     report: Path | None = None
     logs: Path | None = None
     inputs: BuildInputs = field(default_factory=BuildInputs)
+    budget: Budget = field(default_factory=Budget)
 
     @property
     def report_path(self) -> Path:

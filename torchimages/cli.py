@@ -26,6 +26,7 @@ from .specs import Plan, release_problem, resolve
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from .budget import Budget
     from .buildjobs import Selection
     from .buildstage import BuildOptions
     from .publishstage import PushOptions
@@ -147,6 +148,10 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--base-image", envvar="TORCHIMAGES_BASE_IMAGE",
                      help="Build the base images FROM this image (a mirrored or locally made base)."),
         click.option("--require-gpu", is_flag=True, help="Smoke suite: fail, instead of skip, GPU checks without a GPU."),
+        click.option("--previous", "previous_manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                     help="The previous release's manifest: each image may grow at most --max-growth over it."),
+        click.option("--max-growth", default="5%", show_default=True,
+                     help="Size budget over the previous release, unless the entry states size_growth_reason."),
         *push_option_list(),
     ]
     for option in reversed(options):
@@ -209,8 +214,19 @@ def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOpt
                          offline=values["offline"], base_image=values["base_image"])
     inputs.check()  # before anything is rendered, planned or built
     return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
-                        no_cache=values["no_cache"],
-                        plain=values["plain"], report=values["report"], logs=values["logs"], inputs=inputs)
+                        no_cache=values["no_cache"], plain=values["plain"], report=values["report"], logs=values["logs"],
+                        inputs=inputs, budget=budget_from(values))
+
+
+def budget_from(values: dict) -> Budget:
+    from .budget import Budget, parse_growth
+
+    try:
+        growth = parse_growth(str(values["max_growth"]))
+    except ValueError:
+        raise UserError(f"--max-growth {values['max_growth']!r} is not a share: write e.g. 5% or 0.05") from None
+    previous = read_manifest(values["previous_manifest"]) if values["previous_manifest"] else None
+    return Budget(max_growth=growth, previous=previous)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})

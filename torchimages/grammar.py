@@ -40,6 +40,13 @@ def control_problem(value: str) -> str | None:
     return None
 
 
+def reason_problem(value: str) -> str | None:
+    """A stated reason (size_growth_reason): a sentence for the reviewer, not a value anything runs."""
+    if not value.strip() or len(value) > 300:
+        return "is a reason for the size growth: one sentence, at most 300 characters"
+    return None
+
+
 def version_problem(value: str) -> str | None:
     if VERSION.fullmatch(value):
         return None

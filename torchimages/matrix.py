@@ -18,7 +18,7 @@ from .yamlsource import Located, load_file, load_text
 
 FLAVORS = ("cuda", "ngc", "cpu")
 VARIANTS = ("jupyter", "ssh")
-STRING_FIELDS = ("name", "flavor", "torch", "cuda", "cudnn", "python", "ngc", "base_image")
+STRING_FIELDS = ("name", "flavor", "torch", "cuda", "cudnn", "python", "ngc", "base_image", "size_growth_reason")
 LIST_FIELDS = ("variants", "apt", "pip")
 ENTRY_FIELDS = STRING_FIELDS + LIST_FIELDS
 TOP_FIELDS = ("registry", "images", "matrix")
@@ -26,7 +26,8 @@ MAX_IMAGES = 256  # entries a matrix may hold by default: a GitHub Actions job m
 # The grammar each value must match before it is looked up or rendered (name and registry: specs).
 FIELD_GRAMMARS = {"torch": grammar.version_problem, "cuda": grammar.version_problem, "cudnn": grammar.version_problem,
                   "python": grammar.version_problem, "ngc": grammar.version_problem,
-                  "base_image": grammar.image_reference_problem, "apt": grammar.apt_problem, "pip": grammar.pip_problem}
+                  "base_image": grammar.image_reference_problem, "apt": grammar.apt_problem, "pip": grammar.pip_problem,
+                  "size_growth_reason": grammar.reason_problem}
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,8 @@ class Publisher:
             reference = f"{self.repository}:{tag}"
             if not record.smoke_passed:
                 outcome = PushOutcome(record.image, reference, error="not pushed: its smoke suite did not pass in this run")
+            elif not record.releasable:
+                outcome = PushOutcome(record.image, reference, error=f"not pushed: over its size budget: {record.over_budget}")
             elif record.entry in failed_entries:
                 outcome = PushOutcome(record.image, reference, error=f"not pushed: its base {record.entry} was not pushed")
             else:

@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from . import buildstage, progress, smokestage
 from . import render as render_stage
+from .budget import Budget
 from .buildjobs import BuildJob
 from .buildstage import BuildOptions
 from .consoles import err, out
@@ -74,7 +75,17 @@ def build(plan: Plan, options: BuildOptions, engine: Engine) -> Report:
     for record in report.images:
         if record.error:
             err.print(f"[bold red]FAILED[/] {escape(record.error)}", markup=True, highlight=False)
+    check_budget(plan, report, options.budget)
     return report
+
+
+def check_budget(plan: Plan, report: Report, budget: Budget) -> None:
+    """Mark and print each image over its size budget: the release fails (ImageRecord.ok) and it is not pushed."""
+    for record in report.images:
+        record.over_budget = budget.check(plan, report).get(record.image)
+        if record.over_budget:
+            err.print(f"[bold red]OVER BUDGET[/] {escape(record.image)}: {escape(record.over_budget)}", markup=True,
+                      highlight=False)
 
 
 def targets_of(jobs: list[BuildJob]) -> list[Target]:

@@ -93,6 +93,7 @@ class ImageRecord:
     push: PushStage | None = None
     sbom: SbomStage | None = None
     bench: dict[str, Any] | None = None  # the benchmark's rows as it printed them, or {"error": ...}
+    over_budget: str | None = None  # why its size is over the budget (torchimages.budget), or None
 
     @property
     def smoke_passed(self) -> bool:
@@ -100,9 +101,14 @@ class ImageRecord:
         return self.result in BUILT and self.smoke is not None and self.smoke.ok
 
     @property
+    def releasable(self) -> bool:
+        """What may be pushed: its suite passed and it is within its size budget."""
+        return self.smoke_passed and not self.over_budget
+
+    @property
     def ok(self) -> bool:
-        """The exit policy: the image exists, and its suite, if it ran, passed."""
-        return self.result in BUILT and (self.smoke is None or self.smoke.ok)
+        """The exit policy: the image exists, its suite, if it ran, passed, and it is within its size budget."""
+        return self.result in BUILT and (self.smoke is None or self.smoke.ok) and not self.over_budget
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape: the stages under "stages", as every report has held them."""

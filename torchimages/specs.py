@@ -56,6 +56,7 @@ class ImageSpec:
     min_driver: str | None = None
     min_driver_compat: str | None = None
     archs: tuple[str, ...] = ()
+    size_growth_reason: str | None = None  # why its images may grow past --max-growth (the size budget)
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def image_names(self) -> tuple[str, ...]:
@@ -166,7 +167,7 @@ class _EntryResolver:
         return ImageSpec(
             name=name, flavor=flavor, origin=self.entry.origin, line=self.entry.line,
             variants=tuple(self.entry.get("variants") or ()),
-            apt=tuple(self.entry.get("apt") or ()),
+            apt=tuple(self.entry.get("apt") or ()), size_growth_reason=self.entry.get("size_growth_reason"),
             warnings=tuple(self.warnings), **spec,
         )
 
