@@ -50,7 +50,7 @@ def plan(manifest: dict[str, Any], expected: list[str]) -> list[Promotion]:
     images = {image["image"]: image for image in manifest["images"]}
     missing = [name for name in expected if name not in images]
     if missing:
-        raise PromotionRefused(f"release {manifest['release']} not promoted: {len(missing)} of {len(expected)} images "
+        raise PromotionRefused(f"release {manifest['release']}: {len(missing)} of {len(expected)} images "
                                f"did not pass or were not pushed ({', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}); "
                                "no release tag was written")
     return [Promotion(name, images[name]["digest"], images[name]["tag"], images[name]["release_tag"]) for name in expected]
@@ -73,8 +73,8 @@ class Promoter:
             elif current is not None and not self.force:
                 conflicts.append(f"{promotion.release_tag} already points at {current}, not {promotion.digest}")
         if conflicts:
-            raise PromotionRefused(f"not promoted: release tags are immutable: {'; '.join(conflicts[:3])}; no release "
-                                   "tag was written (--force moves them)")
+            raise PromotionRefused(f"release tags are immutable: {'; '.join(conflicts[:3])}; no release tag was written "
+                                   "(--force moves them)")
 
     def promote(self, promotions: list[Promotion]) -> None:
         for promotion in promotions:

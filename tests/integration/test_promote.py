@@ -69,7 +69,7 @@ def test_a_release_with_a_missing_entry_writes_no_release_tag_and_a_complete_one
     # The release is the CPU entry and the flagship CUDA entry; the CUDA job failed, so its images are not there.
     refused = build_py(*args, "--matrix", str(matrix_of(tmp_path, ("cpu", "cuda"))), registry=registry, cwd=ROOT)
     assert refused.returncode == 1, refused.stderr
-    assert "not promoted: 6 of 9 images did not pass or were not pushed" in refused.stderr, refused.stderr
+    assert f"not promoted: release {RELEASE}: 6 of 9 images did not pass or were not pushed" in refused.stderr, refused.stderr
     assert set(release_tags(registry, "ml/promote", manifest).values()) == {None}, "a failed release has no release tag"
     assert not (tmp_path / "release.json").exists()
 

@@ -22,7 +22,7 @@ CANDIDATES = {
 
 
 def test_every_image_of_the_release_must_be_there() -> None:
-    with pytest.raises(promote.PromotionRefused, match=r"release v2.7 not promoted: 1 of 3 images did not pass or "
+    with pytest.raises(promote.PromotionRefused, match=r"release v2.7: 1 of 3 images did not pass or "
                                                        r"were not pushed \(b\); no release tag was written"):
         promote.plan(CANDIDATES, ["a", "a-ssh", "b"])
     plan = promote.plan(CANDIDATES, ["a", "a-ssh"])
