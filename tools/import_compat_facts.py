@@ -65,11 +65,6 @@ def domain_version(release: dict[str, Any], package: str, patch: str) -> str | N
     return match.group(0) if match else None
 
 
-def variant_cuda(variant: str) -> str:
-    digits = variant.removeprefix("cu")
-    return f"{digits[:-1]}.{digits[-1]}"
-
-
 def torch_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for release in section["entries"]:
@@ -102,7 +97,7 @@ def build_row(
     default_cuda: str,
     md_libs: dict[str, dict[str, str]],
 ) -> dict[str, Any]:
-    cuda = variant_cuda(variant)
+    cuda = compatrefresh.variant_cuda(variant)
     is_default = cuda == default_cuda
     md = md_libs.get(cuda, {})
     unconfirmed = []

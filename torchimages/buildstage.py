@@ -16,7 +16,7 @@ from .engine import BuildOutcome, Engine, failure_hint
 from .errors import UserError
 from .events import EventSink
 from .progress import LogFiles
-from .report import ImageRecord, Report, report_path
+from .report import ImageRecord, Report, logs_path, report_path
 from .sizes import FloorMeter
 from .specs import Plan
 
@@ -40,7 +40,7 @@ class BuildOptions:
 
     @property
     def logs_dir(self) -> Path:
-        return self.logs or Path("logs") / self.release  # as cli.logs_folder
+        return logs_path(self.release, self.logs)
 
 
 def select(plan: Plan, options: BuildOptions) -> list[BuildJob]:

@@ -121,10 +121,6 @@ logs_option = click.option("--logs", type=click.Path(path_type=Path),
                            help="Folder of per-image logs: IMAGE.log, IMAGE.smoke.log, IMAGE.push.log [logs/RELEASE].")
 
 
-def logs_folder(release: str, given: Path | None) -> Path:
-    return given or Path("logs") / release
-
-
 def build_options(function: Callable[..., None]) -> Callable[..., None]:
     """Options shared by `build` and the default command."""
     options = [
@@ -225,6 +221,8 @@ def budget_from(values: dict) -> Budget:
         growth = parse_growth(str(values["max_growth"]))
     except ValueError:
         raise UserError(f"--max-growth {values['max_growth']!r} is not a share: write e.g. 5% or 0.05") from None
+    from .report import read_manifest
+
     previous = read_manifest(values["previous_manifest"]) if values["previous_manifest"] else None
     return Budget(max_growth=growth, previous=previous)
 
@@ -300,7 +298,7 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
     from . import release as release_stages
     from .engine import Engine
     from .publishstage import push_report
-    from .report import Report
+    from .report import Report, logs_path
 
     plan = load_plan(matrix_path, quiet=True)
     path = report or Path("reports") / release / "build-report.json"
@@ -309,7 +307,7 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
     run_report = Report.load(path)
     options = push_options_from(plan, values, release)
     credentials = options.credentials()
-    with release_stages.shown(plain, logs_folder(release, logs)) as (emit, _):
+    with release_stages.shown(plain, logs_path(release, logs)) as (emit, _):
         ok, written = push_report(Engine().api, run_report, options, emit, credentials, report_path=path)
     err.print(written)
     run_report.write(path)
@@ -330,7 +328,8 @@ def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool,
     from . import promote as promotion
     from . import publish
     from . import release as release_stages
-    from .registry import RegistryClient, split_reference
+    from .registry import split_reference
+    from .report import logs_path, read_manifest
 
     plan = load_plan(matrix_path, quiet=True)
     options = push_options_from(plan, values)
@@ -338,15 +337,11 @@ def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool,
     if candidates.get("release") != release or candidates.get("repository") != options.repository:
         raise UserError(f"{candidates_path} is release {candidates.get('release')} in {candidates.get('repository')}, "
                         f"not {release} in {options.repository}")
-    credentials = options.credentials()
-    host = split_reference(options.repository)[0]
-    registry = RegistryClient(host, username=credentials.username if credentials else None,
-                              password=credentials.password if credentials else None,
-                              ca=options.registry_ca or publish.default_ca(host))
+    registry = publish.registry_client(split_reference(options.repository)[0], options.credentials(), options.registry_ca)
     expected = [name for spec in plan.specs for name in spec.image_names()]
     try:
         promotions = promotion.plan(candidates, expected)
-        with release_stages.shown(plain, logs_folder(release, logs)) as (emit, _):
+        with release_stages.shown(plain, logs_path(release, logs)) as (emit, _):
             promoter = promotion.Promoter(registry, options.repository, emit, force=options.force)
             promoter.check(promotions)
             promoter.promote(promotions)
@@ -376,16 +371,6 @@ def release_diff(old_manifest: Path, new_manifest: Path, fmt: str) -> None:
     diffs = releasediff.diff(old, new)
     text = releasediff.markdown(old, new, diffs) if fmt == "markdown" else releasediff.as_json(old, new, diffs)
     out.print(text, end="", markup=False, highlight=False)
-
-
-def read_manifest(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not a release manifest ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise UserError(f"{path}: not a release manifest (no images list)")
-    return data
 
 
 @main.command(name="manifest")
@@ -418,7 +403,7 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
     from . import buildjobs, smokestage
     from . import release as release_stages
     from .engine import Engine
-    from .report import report_path
+    from .report import logs_path, report_path
 
     plan = load_plan(matrix_path, quiet=True)
     selection = selection_from(values)
@@ -428,7 +413,7 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
     path = report_path(release, report)
     results_report = smokestage.load_report(path, release, plan.file)
     release_stages.smoke(Engine(), release_stages.targets_of(jobs), results_report, require_gpu=require_gpu, plain=plain,
-                         logs=logs_folder(release, logs))
+                         logs=logs_path(release, logs))
     sys.exit(release_stages.finish(results_report, path))
 
 

@@ -52,8 +52,6 @@ def run(*, since: str, check: bool, pypi_index: str, wheel_index: str | None, fe
         releases = indexes.pypi_releases(fetch, since=since, index=pypi_index)
         read = indexes.wheel_index_builds(fetch, releases, candidate_variants(data), index=wheel_index) if wheel_index else []
     except Exception as exc:  # requests' errors are not imported here: any failure to read is one message
-        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            raise
         raise UserError(f"could not read the indexes ({type(exc).__name__}: {str(exc)[:300]}); give a reachable "
                         "mirror with --pypi-index / --wheel-index") from None
     if not releases:

@@ -18,6 +18,8 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .compat import version_key
+
 PYPI_SIMPLE = "https://pypi.org/simple/torch/"
 WHEEL_INDEX = "https://download.pytorch.org/whl"
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -166,10 +168,6 @@ def wheel_index_builds(fetch: Fetch, releases: dict[str, Release], variants: lis
             python.add(wheel.python)
             platforms.add(wheel.platform)
     return found
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) if part.isdigit() else -1 for part in version.split("."))
 
 
 def http_fetch(timeout: float = 60) -> Fetch:

@@ -141,13 +141,10 @@ def registry_resolver() -> Resolver:
     """Resolve through each registry's API: anonymous tokens (Docker Hub, nvcr.io), or what docker login stored."""
     import requests  # here, not at the top: validate and render never talk to a registry
 
-    from .publish import credentials_from_docker_config, default_ca
-    from .registry import RegistryClient
+    from .publish import credentials_from_docker_config, registry_client
 
     def resolve(location: Location) -> str | None:
-        credentials = credentials_from_docker_config(location.login_host)
-        client = RegistryClient(location.api_host, username=credentials.username if credentials else None,
-                                password=credentials.password if credentials else None, ca=default_ca(location.api_host))
+        client = registry_client(location.api_host, credentials_from_docker_config(location.login_host))
         try:
             return client.digest(location.repository, location.tag)
         except requests.HTTPError as exc:

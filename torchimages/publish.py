@@ -71,8 +71,7 @@ class Publisher:
                  emit: EventSink = ignore, candidate: str | None = None) -> None:
         self.api, self.repository, self.credentials = api, repository, credentials
         host, self.name = split_reference(repository)
-        self.registry = RegistryClient(host, username=credentials.username if credentials else None,
-                                       password=credentials.password if credentials else None, ca=ca or default_ca(host))
+        self.registry = registry_client(host, credentials, ca)
         self.force, self.retries, self.backoff, self.emit = force, retries, backoff, emit
         self.candidate = candidate  # pushes go to RELEASE-CANDIDATE-IMAGE; `promote` makes them release tags
 
@@ -230,6 +229,12 @@ def credentials_from_docker_config(host: str) -> Credentials | None:
                         "TORCHIMAGES_REGISTRY_PASSWORD (or --password-stdin)")
     username, password = entry.get("Username") or entry.get("username"), entry.get("Password") or entry.get("password")
     return Credentials(str(username), str(password)) if username and password else None
+
+
+def registry_client(host: str, credentials: Credentials | None, ca: Path | None = None) -> RegistryClient:
+    """The registry API of `host` as these credentials, trusting `ca` or the engine's CA for it (default_ca)."""
+    return RegistryClient(host, username=credentials.username if credentials else None,
+                          password=credentials.password if credentials else None, ca=ca or default_ca(host))
 
 
 def default_ca(host: str) -> Path | None:

@@ -81,8 +81,9 @@ def build(plan: Plan, options: BuildOptions, engine: Engine) -> Report:
 
 def check_budget(plan: Plan, report: Report, budget: Budget) -> None:
     """Mark and print each image over its size budget: the release fails (ImageRecord.ok) and it is not pushed."""
+    over = budget.check(plan, report)
     for record in report.images:
-        record.over_budget = budget.check(plan, report).get(record.image)
+        record.over_budget = over.get(record.image)
         if record.over_budget:
             err.print(f"[bold red]OVER BUDGET[/] {escape(record.image)}: {escape(record.over_budget)}", markup=True,
                       highlight=False)

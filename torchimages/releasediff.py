@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import sbom
-from .errors import UserError
+from .report import read_manifest
 
 VERSIONS = ("torch", "cuda", "cudnn", "nccl", "python")
 KINDS = {"deb": "Debian", "pypi": "Python"}
@@ -39,14 +39,8 @@ class ImageDiff:
 
 
 def load(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not a release manifest ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise UserError(f"{path}: not a release manifest (no images list)")
-    data["_folder"] = path.parent
-    return data
+    """A release manifest, with the folder its SBOM paths are relative to."""
+    return {**read_manifest(path), "_folder": path.parent}
 
 
 def diff(old: dict[str, Any], new: dict[str, Any]) -> list[ImageDiff]:

@@ -210,6 +210,22 @@ def tier_cell(counts: dict[str, int] | None) -> str:
     return f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A release manifest (publish.write_manifest writes them); anything else is a UserError naming the file."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: not a release manifest ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
+        raise UserError(f"{path}: not a release manifest (no images list)")
+    return data
+
+
+def logs_path(release: str, given: Path | None = None) -> Path:
+    """Where a release's per-image logs go: --logs, else logs/RELEASE."""
+    return given or Path("logs") / release
+
+
 def atomic_write(path: Path, text: str) -> None:
     """Write through a temporary sibling, so readers see the old file or the new one; the temporary file never stays."""
     path.parent.mkdir(parents=True, exist_ok=True)
