@@ -10,6 +10,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import buildcache
+from .buildcache import CONTENT_LABEL, CacheSources
 from .buildinputs import BuildInputs, copy_context
 from .engine import BuildOutcome, Engine
 from .errors import UserError
@@ -73,10 +75,16 @@ def plan_jobs(plan: Plan, release: str, images_dir: Path, selection: Selection =
 class BuildRunner:
     """Runs jobs on up to `jobs` threads; a variant starts when its base is built."""
 
-    def __init__(self, engine: Engine, inputs: BuildInputs, emit: EventSink, *, jobs: int = 1) -> None:
+    def __init__(self, engine: Engine, inputs: BuildInputs, emit: EventSink, *, jobs: int = 1,
+                 cache: CacheSources | None = None, registry_auth: tuple[str, dict[str, str]] | None = None) -> None:
         self.engine, self.inputs, self.emit, self.jobs = engine, inputs, emit, max(1, jobs)
+        self.cache, self.registry_auth = cache or CacheSources(), registry_auth
         self.cancel = threading.Event()
         self.seconds: dict[str, float] = {}
+        self.digests: dict[str, str | None] = {}  # image -> content digest (torchimages.buildcache)
+        self.reused: dict[str, str] = {}  # image -> the previous release's image it was stamped from
+        self._pulls: dict[str, str | None] = {}  # reference -> why it could not be pulled, or None
+        self._pull_lock = threading.Lock()
 
     def run(self, jobs: list[BuildJob]) -> dict[str, BuildOutcome]:
         outcomes: dict[str, BuildOutcome] = {}
@@ -134,11 +142,59 @@ class BuildRunner:
             copy_context(job.context, context)
             self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc")
             base_arg = (self.inputs.base_image if job.variant == "base" else job.base_image) or None
-            outcome = self.engine.build(job.image, context, job.tag, buildargs=self.inputs.buildargs(base_image=base_arg),
-                                        emit=self.emit, cancel=self.cancel)
+            buildargs = self.inputs.buildargs(base_image=base_arg)
+            digest = self.digests[job.image] = self._content_digest(job, context, buildargs)
+            labels = {CONTENT_LABEL: digest} if digest else None
+            previous = None if self.engine.no_cache else self.cache.reusable(job.image, digest)
+            if previous and self._pulled(job.image, previous):
+                self.reused[job.image] = previous
+                outcome = self._stamp(job, previous, context, Path(tmp) / "stamp", labels)
+            else:
+                sources = [] if self.engine.no_cache else self.cache.layer_sources(job.image)
+                outcome = self.engine.build(job.image, context, job.tag, buildargs=buildargs, emit=self.emit,
+                                            cancel=self.cancel, labels=labels,
+                                            cache_from=[ref for ref in sources if self._pulled(job.image, ref)])
         self.seconds[job.image] = time.monotonic() - started
         if self.cancel.is_set() and not outcome.ok:
             outcome.cancelled = True
         kind = "built" if outcome.ok else "cancelled" if outcome.cancelled or self.cancel.is_set() else "failed"
         self.emit(StageEvent(job.image, kind, outcome.error or outcome.image_id or ""))
         return outcome
+
+    def _content_digest(self, job: BuildJob, context: Path, buildargs: dict[str, str]) -> str | None:
+        """The build's content digest; None when its FROM image is not known here (its build then fails anyway)."""
+        if job.depends_on:
+            parent = self.digests.get(job.depends_on)
+        else:
+            dockerfile = (context / "Dockerfile").read_text(encoding="utf-8")
+            reference = buildargs.get("BASE_IMAGE") or buildcache.from_default(dockerfile)
+            parent = self.engine.image_id(reference) if reference else None
+        return buildcache.content_digest(context, buildargs, parent) if parent else None
+
+    def _pulled(self, image: str, reference: str) -> bool:
+        """Pull a cache source once per run; a source that cannot be pulled is a note, not a failure."""
+        with self._pull_lock:
+            if reference not in self._pulls:
+                started = time.monotonic()
+                why = self._pulls[reference] = self.engine.pull(reference, self._auth_for(reference))
+                took = time.monotonic() - started
+                self.emit(StageEvent(image, "note", f"cache: {reference} not pulled ({why}); building without it" if why
+                                     else f"cache: {reference} ready ({took:.1f} s)"))
+            return self._pulls[reference] is None
+
+    def _auth_for(self, reference: str) -> dict[str, str] | None:
+        """The given credentials for their own registry only; elsewhere what `docker login` stored (None)."""
+        if self.registry_auth and reference.split("/", 1)[0] == self.registry_auth[0]:
+            return self.registry_auth[1]
+        return None
+
+    def _stamp(self, job: BuildJob, previous: str, context: Path, folder: Path,
+               labels: dict[str, str] | None) -> BuildOutcome:
+        """The previous release's identical image with this release's stamp written on top: no step runs again."""
+        self.emit(StageEvent(job.image, "note", f"reused: content unchanged since {previous}; writing only the "
+                                                "release stamp"))
+        folder.mkdir()
+        dockerfile = (context / "Dockerfile").read_text(encoding="utf-8")
+        (folder / "Dockerfile").write_text(buildcache.stamp_dockerfile(previous, dockerfile), encoding="utf-8")
+        return self.engine.build(job.image, folder, job.tag, buildargs={}, emit=self.emit, cancel=self.cancel,
+                                 labels=labels)

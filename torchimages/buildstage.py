@@ -10,6 +10,7 @@ from pathlib import Path
 
 from . import buildjobs
 from .budget import Budget
+from .buildcache import CacheSources
 from .buildinputs import BuildInputs
 from .buildjobs import BuildJob, BuildRunner, Selection
 from .engine import BuildOutcome, Engine, failure_hint
@@ -33,6 +34,9 @@ class BuildOptions:
     logs: Path | None = None
     inputs: BuildInputs = field(default_factory=BuildInputs)
     budget: Budget = field(default_factory=Budget)
+    cache: CacheSources = field(default_factory=CacheSources)
+    # (registry host, auth config): credentials for pulling cache sources from the registry pushed to, and no other
+    registry_auth: tuple[str, dict[str, str]] | None = None
 
     @property
     def report_path(self) -> Path:
@@ -67,10 +71,15 @@ def check_contexts(jobs: list[BuildJob], release: str) -> None:
 def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, logs: LogFiles) -> Report:
     """Build the selected images, emitting their events; the report records every one, built or not."""
     jobs = select(plan, options)  # options.inputs were checked when the options were made (cli.build_options_from)
-    runner = BuildRunner(engine, options.inputs, emit, jobs=options.jobs)
+    runner = BuildRunner(engine, options.inputs, emit, jobs=options.jobs, cache=options.cache,
+                         registry_auth=options.registry_auth)
     with stop_on_sigterm(runner):
         outcomes = runner.run(jobs)
-    return make_report(plan, options, jobs, outcomes=outcomes, seconds=runner.seconds, engine=engine, logs=logs)
+    report = make_report(plan, options, jobs, outcomes=outcomes, seconds=runner.seconds, engine=engine, logs=logs)
+    for record in report.images:
+        record.content_digest = runner.digests.get(record.image)
+        record.reused = runner.reused.get(record.image)
+    return report
 
 
 @contextmanager

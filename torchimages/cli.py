@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.markup import escape
 
+from . import grammar
 from . import matrix as matrix_stage
 from . import selfcheck as selfcheck_stage
 from .buildinputs import BuildInputs
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from .budget import Budget
+    from .buildcache import CacheSources
     from .buildjobs import Selection
     from .buildstage import BuildOptions
     from .publishstage import PushOptions
@@ -145,9 +147,13 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
                      help="Build the base images FROM this image (a mirrored or locally made base)."),
         click.option("--require-gpu", is_flag=True, help="Smoke suite: fail, instead of skip, GPU checks without a GPU."),
         click.option("--previous", "previous_manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                     envvar="TORCHIMAGES_PREVIOUS",
                      help="The previous release's manifest: each image may grow at most --max-growth over it."),
         click.option("--max-growth", default="5%", show_default=True,
                      help="Size budget over the previous release, unless the entry states size_growth_reason."),
+        click.option("--cache-from", multiple=True, metavar="REF", envvar="TORCHIMAGES_CACHE_FROM",
+                     help="Pull REF and reuse its layers (repeatable); `previous`: reuse the --previous release's "
+                          "images whose content is unchanged."),
         *push_option_list(),
     ]
     for option in reversed(options):
@@ -209,22 +215,34 @@ def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOpt
                          apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
                          offline=values["offline"], base_image=values["base_image"])
     inputs.check()  # before anything is rendered, planned or built
+    from .report import read_manifest
+
+    previous = read_manifest(values["previous_manifest"]) if values["previous_manifest"] else None
     return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
                         no_cache=values["no_cache"], plain=values["plain"], report=values["report"], logs=values["logs"],
-                        inputs=inputs, budget=budget_from(values))
+                        inputs=inputs, budget=budget_from(values, previous),
+                        cache=cache_sources_from(tuple(values["cache_from"]), previous, no_cache=bool(values["no_cache"])))
 
 
-def budget_from(values: dict) -> Budget:
+def budget_from(values: dict, previous: dict | None) -> Budget:
     from .budget import Budget, parse_growth
 
     try:
         growth = parse_growth(str(values["max_growth"]))
     except ValueError:
         raise UserError(f"--max-growth {values['max_growth']!r} is not a share: write e.g. 5% or 0.05") from None
-    from .report import read_manifest
-
-    previous = read_manifest(values["previous_manifest"]) if values["previous_manifest"] else None
     return Budget(max_growth=growth, previous=previous)
+
+
+def cache_sources_from(values: tuple[str, ...], previous: dict | None, *, no_cache: bool) -> CacheSources:
+    from .buildcache import PREVIOUS, CacheSources
+
+    if values and no_cache:
+        raise UserError("--cache-from and --no-cache contradict each other: --no-cache rebuilds every step")
+    for value in values:
+        if value != PREVIOUS and (why := grammar.control_problem(value) or grammar.image_reference_problem(value)):
+            raise UserError(f"--cache-from {value}: {why}")
+    return CacheSources.parse(values, previous)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -282,6 +300,12 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
                         f"run: python build.py render --tag {release}")
     from .engine import Engine
 
+    if values["registry_user"] and options.cache != type(options.cache)():
+        # cache sources on --registry are pulled as --registry-user; any other registry gets `docker login`'s
+        push = push_options_from(plan, values, release)
+        credentials = push.credentials()
+        if credentials:
+            options = replace(options, registry_auth=(push.repository.split("/", 1)[0], credentials.auth_config()))
     report = release_stages.build(plan, options, Engine(no_cache=options.no_cache))
     sys.exit(release_stages.finish(report, options.report_path))
 

@@ -82,12 +82,13 @@ class Engine:
         return client
 
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str],
-              emit: Callable[[StageEvent], None], cancel: threading.Event) -> BuildOutcome:
+              emit: Callable[[StageEvent], None], cancel: threading.Event, cache_from: list[str] | None = None,
+              labels: dict[str, str] | None = None) -> BuildOutcome:
         """Build `context` into `tag`, emitting step and log events; never raises for build errors."""
         outcome = BuildOutcome(image=image, tag=tag)
         tail: deque[str] = deque(maxlen=20)
         containers = self.running_containers.setdefault(image, [])
-        stream = self._stream(context, tag, buildargs, outcome)
+        stream = self._stream(context, tag, buildargs, outcome, cache_from=cache_from or None, labels=labels or None)
         try:
             for chunk in stream:
                 if cancel.is_set():
@@ -122,10 +123,12 @@ class Engine:
                 removed += 1
         return removed
 
-    def _stream(self, context: Path, tag: str, buildargs: dict[str, str], outcome: BuildOutcome) -> Iterator[dict]:
+    def _stream(self, context: Path, tag: str, buildargs: dict[str, str], outcome: BuildOutcome, *,
+                cache_from: list[str] | None, labels: dict[str, str] | None) -> Iterator[dict]:
         try:
             yield from self.api.build(path=str(context), tag=tag, buildargs=buildargs, decode=True, rm=True,
-                                      forcerm=True, pull=False, nocache=self.no_cache)
+                                      forcerm=True, pull=False, nocache=self.no_cache, cache_from=cache_from,
+                                      labels=labels)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             outcome.error = f"the engine failed during the build: {exc}"
 
@@ -173,6 +176,26 @@ class Engine:
         for container in containers:
             with contextlib.suppress(docker.errors.APIError):  # already removed by the daemon (forcerm)
                 self.api.remove_container(container, force=True)
+
+    def pull(self, reference: str, auth_config: dict[str, str] | None = None) -> str | None:
+        """Pull an image (a tag or repository@digest); None when it arrived, else why not. Without auth_config the
+        SDK uses what `docker login` stored."""
+        if image_exists(self.api, reference):
+            return None
+        try:
+            for chunk in self.api.pull(reference, stream=True, decode=True, auth_config=auth_config):
+                if "error" in chunk:
+                    return str((chunk.get("errorDetail") or {}).get("message") or chunk["error"])[:300]
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            return str(exc).splitlines()[0][:300]
+        return None
+
+    def image_id(self, reference: str) -> str | None:
+        """The ID of a local image, or None."""
+        try:
+            return str(self.api.inspect_image(reference)["Id"])
+        except docker.errors.ImageNotFound:
+            return None
 
     def image_info(self, tag: str) -> dict[str, Any]:
         """ID, size in bytes and layer count of a built image."""

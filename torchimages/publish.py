@@ -265,6 +265,7 @@ def manifest(reports: list[Report], repository: str) -> dict[str, object]:
                     "release_tag": f"{repository}:{image_tag(release, record.image)}",
                     "reference": f"{repository}@{record.push.digest}", "digest": record.push.digest,
                     "size_bytes": record.size_bytes, "layers": record.layers, "versions": record.versions,
+                    "content_digest": record.content_digest,
                     "smoke": {"passed": smoke.passed, "failed": smoke.failed, "skipped": smoke.skipped,
                               "skipped_no_gpu": smoke.skipped_no_gpu},
                 }

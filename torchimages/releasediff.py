@@ -76,7 +76,10 @@ def image_diff(name: str, old: dict[str, Any], new: dict[str, Any], old_folder: 
             if changes:
                 result.packages[kind] = changes
     moved = old.get("digest") != new.get("digest")
-    if result.versions or result.packages or result.smoke or moved:
+    same_content = bool(old.get("content_digest")) and old.get("content_digest") == new.get("content_digest")
+    if moved and same_content:  # reused by --cache-from previous: the same layers under new release labels
+        result.notes.append("the same content (content digest), only the release labels are new")
+    if result.versions or result.packages or result.smoke or (moved and not same_content):
         result.state = "changed"
     return result
 

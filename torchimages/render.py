@@ -75,9 +75,13 @@ def labels(plan: Plan, spec: ImageSpec, release: str, variant: str, settings: Se
     return found
 
 
-def image_facts(spec: ImageSpec, release: str) -> dict[str, str | None]:
-    """The declared versions, as a file in the image: labels are not visible from inside a container."""
-    return {"name": spec.name, "release": release, "flavor": spec.flavor, **spec.versions(),
+def image_facts(spec: ImageSpec) -> dict[str, str | None]:
+    """The declared versions, as a file in the image: labels are not visible from inside a container.
+
+    Not the release: an image's content must not depend on it (only its labels do), so an unchanged image
+    can be reused by the next release.
+    """
+    return {"name": spec.name, "flavor": spec.flavor, **spec.versions(),
             "min_driver": spec.min_driver, "min_driver_minor_compat": spec.min_driver_compat}
 
 
@@ -106,7 +110,7 @@ def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, *, variant: str
         "labels": labels(plan, spec, release, variant, settings),
         "base_tag": plan.tag(release, spec.name), "base_reference": plan.base_reference(spec),
         "template": TEMPLATE, "matrix_file": Path(plan.file).name,
-        "image_facts": image_facts(spec, release),
+        "image_facts": image_facts(spec),
         "uses": [],  # what the rendered Dockerfile COPYs, declared by the template (macros.build_args)
     }
     files = {"Dockerfile": env.get_template(TEMPLATE).render(values)}

@@ -94,6 +94,8 @@ class ImageRecord:
     sbom: SbomStage | None = None
     bench: dict[str, Any] | None = None  # the benchmark's rows as it printed them, or {"error": ...}
     over_budget: str | None = None  # why its size is over the budget (torchimages.budget), or None
+    content_digest: str | None = None  # what its build read, release aside (torchimages.buildcache)
+    reused: str | None = None  # the previous release's image it was stamped from, when its content was unchanged
 
     @property
     def smoke_passed(self) -> bool:

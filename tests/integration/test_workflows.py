@@ -1,16 +1,20 @@
 """The workflows' own steps, run here: ci.yml and release.yml, every `run:` step in order, each job in a fresh
 copy of the working tree with a fresh venv (made by the workflow's own Install step), on this machine's
 engine. Substituted: the GitHub contexts and secrets (the local registry with htpasswd and TLS), the job
-matrix (the CPU entry), `--require-gpu` (no GPU here) and the four actions (tests/integration/workflows.py
-says what stands in for each). The runner's environment gives the build inputs a machine without a
-registry needs (TORCHIMAGES_BASE_IMAGE, TORCHIMAGES_WHEELHOUSE, TORCHIMAGES_OFFLINE); the steps' text is
-not changed otherwise.
+matrix (the CPU entry), `--require-gpu` (no GPU here), the four actions (tests/integration/workflows.py
+says what stands in for each) and `gh release` (tests/integration/data/gh-releases keeps GitHub releases in a
+folder). The runner's environment gives the build inputs a machine without a registry needs
+(TORCHIMAGES_BASE_IMAGE, TORCHIMAGES_WHEELHOUSE, TORCHIMAGES_OFFLINE); the steps' text is not changed otherwise.
+The release workflow runs twice: the first release has no previous one; the second reuses its unchanged images
+(--cache-from previous) and attaches the diff against it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import docker
@@ -23,15 +27,21 @@ from .conftest import CPU_ENTRY, ROOT, Registry
 from .workflows import ACTIONS, Runner, WorkflowRun
 
 RELEASE = "v0.1-wf"  # a release tag of its own: the workflows' images never replace the other tests'
+NEXT = "v0.2-wf"  # the release after it, of the same unchanged entry
 WORKFLOWS = ROOT / ".github" / "workflows"
 
 
-def runner_env(base_image: str, wheelhouse: Path, folder: Path) -> dict[str, str]:
-    """This machine as a runner: its environment, a docker config of its own, and where its build inputs are."""
+def runner_env(base_image: str, wheelhouse: Path, folder: Path, release: str = RELEASE,
+               github_releases: Path | None = None) -> dict[str, str]:
+    """This machine as a runner: its environment, a docker config of its own, where its build inputs are, and `gh`
+    answering from a folder of GitHub releases."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DOCKER_CONFIG")}
     (folder / "docker-config").mkdir()
-    return {**env, "DOCKER_CONFIG": str(folder / "docker-config"), "GITHUB_REF_NAME": RELEASE, "GITHUB_RUN_ID": "4242",
-            "TORCHIMAGES_BASE_IMAGE": base_image, "TORCHIMAGES_WHEELHOUSE": str(wheelhouse), "TORCHIMAGES_OFFLINE": "1"}
+    (folder / "bin").mkdir()
+    (folder / "bin" / "gh").symlink_to(ROOT / "tests" / "integration" / "data" / "gh-releases")
+    return {**env, "DOCKER_CONFIG": str(folder / "docker-config"), "GITHUB_REF_NAME": release, "GITHUB_RUN_ID": "4242",
+            "TORCHIMAGES_BASE_IMAGE": base_image, "TORCHIMAGES_WHEELHOUSE": str(wheelhouse), "TORCHIMAGES_OFFLINE": "1",
+            "PATH": f"{folder / 'bin'}:{env['PATH']}", "GH_RELEASES": str(github_releases or folder / "github-releases")}
 
 
 def cpu_matrix(folder: Path) -> Path:
@@ -60,20 +70,49 @@ def ci_run(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path_fa
     return run
 
 
+@dataclass(frozen=True)
+class ReleaseRunner:
+    """What both release runs share: the build inputs, the registry and the GitHub releases."""
+
+    base_image: str
+    wheelhouse: Path
+    registry: Registry
+    github_releases: Path
+
+    def run(self, release: str, folder: Path) -> tuple[WorkflowRun, Path]:
+        secrets = {"secrets.REGISTRY": f"{self.registry.host}/ml/release", "secrets.REGISTRY_USER": self.registry.user,
+                   "secrets.REGISTRY_PASSWORD": self.registry.password, "github.token": "token-of-the-run"}
+        # This runner releases the entries it can build: the CPU entry of matrix.yaml (TORCHIMAGES_MATRIX), so that
+        # `promote` finds every image of the release it was given (test_promote.py refuses a partial one).
+        env = {**runner_env(self.base_image, self.wheelhouse, folder, release, self.github_releases),
+               "TORCHIMAGES_MATRIX": str(cpu_matrix(folder))}
+        runner = Runner(root=ROOT, workspace=folder, context=secrets, env=env, drop=("--require-gpu",),
+                        keep_entry=lambda entry: entry["entry"] == CPU_ENTRY)
+        run = runner.workflow(WORKFLOWS / "release.yml")
+        print(run.describe())
+        return run, Path(env["DOCKER_CONFIG"])
+
+
 @pytest.fixture(scope="module")
-def release_run(api: docker.APIClient, base_image: str, wheelhouse: Path, registry: Registry,
-                tmp_path_factory: pytest.TempPathFactory) -> tuple[WorkflowRun, Path]:
-    folder = tmp_path_factory.mktemp("release-workflow")
-    secrets = {"secrets.REGISTRY": f"{registry.host}/ml/release", "secrets.REGISTRY_USER": registry.user,
-               "secrets.REGISTRY_PASSWORD": registry.password}
-    # This runner releases the entries it can build: the CPU entry of matrix.yaml (TORCHIMAGES_MATRIX), so that
-    # `promote` finds every image of the release it was given (tests/integration/test_promote.py refuses a partial one).
-    env = {**runner_env(base_image, wheelhouse, folder), "TORCHIMAGES_MATRIX": str(cpu_matrix(folder))}
-    runner = Runner(root=ROOT, workspace=folder, context=secrets, env=env, drop=("--require-gpu",),
-                    keep_entry=lambda entry: entry["entry"] == CPU_ENTRY)
-    run = runner.workflow(WORKFLOWS / "release.yml")
-    print(run.describe())
-    return run, Path(env["DOCKER_CONFIG"])
+def release_runner(api: docker.APIClient, base_image: str, wheelhouse: Path, registry: Registry,
+                   tmp_path_factory: pytest.TempPathFactory) -> ReleaseRunner:
+    return ReleaseRunner(base_image, wheelhouse, registry, tmp_path_factory.mktemp("github-releases"))
+
+
+@pytest.fixture(scope="module")
+def github_releases(release_runner: ReleaseRunner) -> Path:
+    return release_runner.github_releases
+
+
+@pytest.fixture(scope="module")
+def release_run(release_runner: ReleaseRunner, tmp_path_factory: pytest.TempPathFactory) -> tuple[WorkflowRun, Path]:
+    return release_runner.run(RELEASE, tmp_path_factory.mktemp("release-workflow"))
+
+
+@pytest.fixture(scope="module")
+def next_release_run(release_run: tuple[WorkflowRun, Path], release_runner: ReleaseRunner,
+                     tmp_path_factory: pytest.TempPathFactory) -> tuple[WorkflowRun, Path]:
+    return release_runner.run(NEXT, tmp_path_factory.mktemp("next-release-workflow"))
 
 
 def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun) -> None:
@@ -111,3 +150,34 @@ def test_release_workflow_writes_no_credentials(release_run: tuple[WorkflowRun, 
     assert_all_ran(run)
     written = [p.name for p in docker_config.rglob("*") if p.is_file()]
     assert written == [], f"the push wrote into the docker config: {written}"
+
+
+def test_the_first_release_has_no_previous_one_and_attaches_its_manifest(release_run: tuple[WorkflowRun, Path],
+                                                                        github_releases: Path) -> None:
+    run, _ = release_run
+    assert_all_ran(run)
+    notes = [s.output for s in run.steps if s.name.startswith("The previous release's manifest")]
+    assert len(notes) == 2 and all(f"no published release yet: {RELEASE} is built" in n for n in notes), notes
+    with tarfile.open(github_releases / RELEASE / f"{RELEASE}-manifest.tar.gz") as tar:
+        names = tar.getnames()
+    assert {f"{RELEASE}.json", f"{RELEASE}.md", f"{RELEASE}-diff.md", f"{RELEASE}.sbom"} <= set(names), names
+    assert sum(name.endswith(".spdx.json") for name in names) == 3, names
+    assert "nothing to compare with" in (github_releases / RELEASE / f"{RELEASE}-diff.md").read_text()
+
+
+def test_the_next_release_reuses_the_unchanged_entry_and_attaches_its_diff(
+        next_release_run: tuple[WorkflowRun, Path], github_releases: Path) -> None:
+    run, _ = next_release_run
+    assert_all_ran(run)
+    build = next(s for s in run.steps if s.name == "Build, smoke-test on the GPU, push")
+    assert build.output.count("reused: content unchanged since") == 3, build.output[-4000:]
+    manifest = json.loads((run.workdirs["manifest"] / "releases" / f"{NEXT}.json").read_text())
+    with tarfile.open(github_releases / RELEASE / f"{RELEASE}-manifest.tar.gz") as tar:
+        first = json.load(tar.extractfile(f"{RELEASE}.json"))  # type: ignore[arg-type]
+    assert {i["image"]: i["content_digest"] for i in manifest["images"]} == \
+           {i["image"]: i["content_digest"] for i in first["images"]}
+    assert (github_releases / "latest").read_text().strip() == NEXT
+    diff = (github_releases / NEXT / f"{NEXT}-diff.md").read_text()
+    assert RELEASE in diff and NEXT in diff and diff.count("unchanged") >= 3, diff
+    calls = (github_releases / "calls.log").read_text()
+    assert f"gh release download {RELEASE} --pattern {RELEASE}-manifest.tar.gz" in calls, calls

@@ -107,8 +107,9 @@ class Runner:
         workdir = self.workspace / re.sub(r"[^A-Za-z0-9_.-]", "_", name)
         self.run.workdirs[name] = workdir
         outputs_file = self.workspace / f"{workdir.name}.output"
-        env = {**self.env, "GITHUB_OUTPUT": str(outputs_file), "GITHUB_WORKSPACE": str(workdir), "CI": "true",
-               "GITHUB_ACTIONS": "true"}
+        env_file = self.workspace / f"{workdir.name}.env"
+        env = {**self.env, "GITHUB_OUTPUT": str(outputs_file), "GITHUB_ENV": str(env_file),
+               "GITHUB_WORKSPACE": str(workdir), "CI": "true", "GITHUB_ACTIONS": "true"}
         step_outputs: dict[str, dict[str, str]] = {}
         failed = False
         for index, step in enumerate(job["steps"]):
@@ -120,10 +121,12 @@ class Runner:
                 record = self.action(name, label, step, workdir, local)
             else:
                 outputs_file.write_text("")
+                env_file.write_text("")
                 step_env = {**env, **{k: str(self.value(v, local)) for k, v in step.get("env", {}).items()}}
                 record = self.shell(name, label, self.value(step["run"], local), workdir, step_env)
                 if "id" in step:
                     step_outputs[step["id"]] = parse_outputs(outputs_file.read_text())
+                env.update(parse_outputs(env_file.read_text()))  # GITHUB_ENV: the job's later steps see it
             self.run.steps.append(record)
             failed = failed or record.returncode != 0
         self.run.outputs[name] = {k: str(self.value(v, {"steps": step_outputs})) for k, v in job.get("outputs", {}).items()}

@@ -52,7 +52,7 @@ def rendered_image_json(name: str) -> dict:
     """The image.json that render writes into an entry of matrix.yaml (what image-doctor reads in the image)."""
     plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
     spec = next(s for s in plan.specs if s.name.startswith(name))
-    return render.image_facts(spec, "v2.7")
+    return render.image_facts(spec)
 
 
 def test_cpu_image_has_no_gpu_or_driver_rule(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -72,3 +72,24 @@ def test_a_missing_manifest_is_one_clear_error(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(tmp_path / "a.json"),
                              str(tmp_path / "b.json")], capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2 and "not a release manifest" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_image_reused_with_new_release_labels_is_unchanged(tmp_path: Path) -> None:
+    packages = {"deb:bash": "5.2.15-2", "pypi:torch": "2.13.0+cpu"}
+    paths = [release(tmp_path, name, torch="2.13.0", size=1_400_000_000, passed=14, packages=packages)
+             for name in ("v1", "v2")]
+    for path, digest in zip(paths, ("sha256:same", "sha256:same"), strict=True):
+        data = json.loads(path.read_text())
+        data["images"][0]["content_digest"] = digest  # v2 is v1's image with new labels: another image digest
+        path.write_text(json.dumps(data))
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", *map(str, paths)], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert "## cpu: unchanged\n" in result.stdout, result.stdout
+    assert "only the release labels are new" in result.stdout
+
+    data = json.loads(paths[1].read_text())
+    data["images"][0]["content_digest"] = "sha256:other"
+    paths[1].write_text(json.dumps(data))
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", *map(str, paths)], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert "## cpu: changed\n" in result.stdout, result.stdout
