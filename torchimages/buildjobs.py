@@ -9,6 +9,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from . import buildcache
 from .buildcache import CONTENT_LABEL, CacheSources
@@ -17,6 +18,16 @@ from .engine import BuildOutcome, Engine
 from .errors import UserError
 from .events import EventSink, StageEvent
 from .specs import ImageSpec, Plan
+
+
+class Builder(Protocol):
+    """What builds an image: the engine's classic builder (engine.Engine) or BuildKit (buildkit.BuildKitBuilder)."""
+
+    def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str], emit: EventSink,
+              cancel: threading.Event, cache_from: list[str] | None = None,
+              labels: dict[str, str] | None = None) -> BuildOutcome: ...
+
+    def stop_builds(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -76,8 +87,10 @@ class BuildRunner:
     """Runs jobs on up to `jobs` threads; a variant starts when its base is built."""
 
     def __init__(self, engine: Engine, inputs: BuildInputs, emit: EventSink, *, jobs: int = 1,
-                 cache: CacheSources | None = None, registry_auth: tuple[str, dict[str, str]] | None = None) -> None:
+                 cache: CacheSources | None = None, registry_auth: tuple[str, dict[str, str]] | None = None,
+                 builder: Builder | None = None) -> None:
         self.engine, self.inputs, self.emit, self.jobs = engine, inputs, emit, max(1, jobs)
+        self.builder: Builder = builder or engine  # the engine's own (SDK) build is the classic builder
         self.cache, self.registry_auth = cache or CacheSources(), registry_auth
         self.cancel = threading.Event()
         self.seconds: dict[str, float] = {}
@@ -115,7 +128,7 @@ class BuildRunner:
     def stop(self) -> None:
         """Ctrl-C or SIGTERM: stop every running build; none leaves a tag."""
         self.cancel.set()
-        self.engine.stop_builds()
+        self.builder.stop_builds()
 
     def _start_ready(self, pool: ThreadPoolExecutor, pending: list[BuildJob],
                      running: dict[Future[BuildOutcome], BuildJob], outcomes: dict[str, BuildOutcome]) -> None:
@@ -151,9 +164,9 @@ class BuildRunner:
                 outcome = self._stamp(job, previous, context, Path(tmp) / "stamp", labels)
             else:
                 sources = [] if self.engine.no_cache else self.cache.layer_sources(job.image)
-                outcome = self.engine.build(job.image, context, job.tag, buildargs=buildargs, emit=self.emit,
-                                            cancel=self.cancel, labels=labels,
-                                            cache_from=[ref for ref in sources if self._pulled(job.image, ref)])
+                outcome = self.builder.build(job.image, context, job.tag, buildargs=buildargs, emit=self.emit,
+                                             cancel=self.cancel, labels=labels,
+                                             cache_from=[ref for ref in sources if self._pulled(job.image, ref)])
         self.seconds[job.image] = time.monotonic() - started
         if self.cancel.is_set() and not outcome.ok:
             outcome.cancelled = True
@@ -196,5 +209,5 @@ class BuildRunner:
         folder.mkdir()
         dockerfile = (context / "Dockerfile").read_text(encoding="utf-8")
         (folder / "Dockerfile").write_text(buildcache.stamp_dockerfile(previous, dockerfile), encoding="utf-8")
-        return self.engine.build(job.image, folder, job.tag, buildargs={}, emit=self.emit, cancel=self.cancel,
-                                 labels=labels)
+        return self.builder.build(job.image, folder, job.tag, buildargs={}, emit=self.emit, cancel=self.cancel,
+                                  labels=labels)

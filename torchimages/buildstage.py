@@ -12,7 +12,7 @@ from . import buildjobs
 from .budget import Budget
 from .buildcache import CacheSources
 from .buildinputs import BuildInputs
-from .buildjobs import BuildJob, BuildRunner, Selection
+from .buildjobs import Builder, BuildJob, BuildRunner, Selection
 from .engine import BuildOutcome, Engine, failure_hint
 from .errors import UserError
 from .events import EventSink
@@ -37,6 +37,7 @@ class BuildOptions:
     cache: CacheSources = field(default_factory=CacheSources)
     # (registry host, auth config): credentials for pulling cache sources from the registry pushed to, and no other
     registry_auth: tuple[str, dict[str, str]] | None = None
+    builder: str = "classic"  # classic (the Docker SDK) or buildkit (a docker CLI; torchimages.buildkit)
 
     @property
     def report_path(self) -> Path:
@@ -72,7 +73,7 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
     """Build the selected images, emitting their events; the report records every one, built or not."""
     jobs = select(plan, options)  # options.inputs were checked when the options were made (cli.build_options_from)
     runner = BuildRunner(engine, options.inputs, emit, jobs=options.jobs, cache=options.cache,
-                         registry_auth=options.registry_auth)
+                         registry_auth=options.registry_auth, builder=builder_of(options.builder, engine))
     with stop_on_sigterm(runner):
         outcomes = runner.run(jobs)
     report = make_report(plan, options, jobs, outcomes=outcomes, seconds=runner.seconds, engine=engine, logs=logs)
@@ -80,6 +81,15 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
         record.content_digest = runner.digests.get(record.image)
         record.reused = runner.reused.get(record.image)
     return report
+
+
+def builder_of(name: str, engine: Engine) -> Builder:
+    """The backend --builder names: the engine's classic builder, or BuildKit through a docker CLI."""
+    if name == "buildkit":
+        from .buildkit import BuildKitBuilder
+
+        return BuildKitBuilder(engine)
+    return engine
 
 
 @contextmanager

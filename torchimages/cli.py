@@ -130,6 +130,9 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--dry-run", is_flag=True, help="Print the plan (images, tags, order, contexts); touch no engine."),
         click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16), help="Parallel builds."),
         click.option("--no-cache", is_flag=True, help="Rebuild every step instead of reusing cached layers."),
+        click.option("--builder", type=click.Choice(("classic", "buildkit")), default="classic", show_default=True,
+                     envvar="TORCHIMAGES_BUILDER",
+                     help="classic: the Docker SDK; buildkit: BuildKit through a docker CLI (buildx, or a 20.10 client)."),
         plain_option,
         click.option("--report", type=click.Path(path_type=Path), help="Report JSON path [reports/RELEASE/build-report.json]."),
         logs_option,
@@ -220,7 +223,7 @@ def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOpt
     previous = read_manifest(values["previous_manifest"]) if values["previous_manifest"] else None
     return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
                         no_cache=values["no_cache"], plain=values["plain"], report=values["report"], logs=values["logs"],
-                        inputs=inputs, budget=budget_from(values, previous),
+                        inputs=inputs, budget=budget_from(values, previous), builder=str(values["builder"]),
                         cache=cache_sources_from(tuple(values["cache_from"]), previous, no_cache=bool(values["no_cache"])))
 
 

@@ -228,7 +228,7 @@ def connect(timeout: int) -> docker.APIClient:
 def failure_hint(outcome: BuildOutcome, base_image: str | None) -> str:
     """What to try, from the kind of failure."""
     error = (outcome.error or "").lower()
-    if "returned a non-zero code" in error:
+    if "returned a non-zero code" in error or "executor failed running" in error:  # classic builder, BuildKit
         return ("fix the failing command (a package name in the entry's apt/pip, or the network: --pip-index-url, "
                 "--ca-bundle, --wheelhouse with --offline) and build again; finished steps are cached")
     if any(marker in error for marker in MISSING_BASE) or (outcome.step or "").split(" : ")[-1].startswith("FROM"):
