@@ -72,6 +72,7 @@ def empty_engine(folder: Path) -> Iterator[str]:
         for command in (["ip", "link", "add", "name", BRIDGE, "type", "bridge"],
                         ["ip", "addr", "add", BRIDGE_ADDRESS, "dev", BRIDGE], ["ip", "link", "set", BRIDGE, "up"]):
             subprocess.run(command, check=True)
+    folder.mkdir(parents=True, exist_ok=True)
     socket_path = folder / "docker.sock"
     log = (folder / "dockerd.log").open("w")
     daemon = subprocess.Popen(["dockerd", "--data-root", str(folder / "root"), "--exec-root", str(folder / "exec"),

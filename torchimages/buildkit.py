@@ -47,10 +47,11 @@ class BuildKitCli:
         return f"{self.path} {self.version} ({'buildx' if self.buildx else 'DOCKER_BUILDKIT=1'})"
 
 
-def docker_clis() -> list[str]:
-    """Every docker executable on PATH, then Debian's /usr/bin/docker; each once."""
+def docker_clis(search: str | None = None) -> list[str]:
+    """Every docker executable on `search` (default PATH, then Debian's /usr/bin); each once."""
     found: dict[str, str] = {}
-    for folder in [*os.environ.get("PATH", "").split(os.pathsep), "/usr/bin"]:
+    folders = (search if search is not None else os.environ.get("PATH", "") + os.pathsep + "/usr/bin").split(os.pathsep)
+    for folder in folders:
         path = Path(folder or ".") / "docker"
         if path.is_file() and os.access(path, os.X_OK):
             found.setdefault(os.path.realpath(path), str(path))
@@ -74,10 +75,10 @@ def has_buildx(path: str) -> bool:
         return False
 
 
-def find_cli() -> BuildKitCli:
+def find_cli(search: str | None = None) -> BuildKitCli:
     """The first docker CLI that can build with BuildKit; a UserError naming each one tried otherwise."""
     tried = []
-    for path in docker_clis():
+    for path in docker_clis(search):
         version = client_version(path)
         if version is None:
             tried.append(f"{path} (does not answer)")

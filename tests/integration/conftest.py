@@ -116,6 +116,7 @@ class EntryBuild:
     matrix: Path
     env: dict[str, str]
     options: tuple[str, ...] = ()  # the build inputs it was built with: the same ones rebuild it from the cache
+    release: str = RELEASE
 
     @property
     def expected(self) -> dict:
@@ -126,27 +127,27 @@ class EntryBuild:
 
 
 def build_entry(spec: specs.ImageSpec, out: Path, *options: str, matrix_file: Path = ROOT / "matrix.yaml",
-                env: dict[str, str] | None = None) -> EntryBuild:
+                env: dict[str, str] | None = None, release: str = RELEASE) -> EntryBuild:
     """Render the matrix into `out` and build one entry with its variants, as CI does."""
     env = env or dict(os.environ)
     images = out / "images"
-    rendered = build_py("render", "--matrix", str(matrix_file), "--tag", RELEASE, "--out", str(images), env=env)
+    rendered = build_py("render", "--matrix", str(matrix_file), "--tag", release, "--out", str(images), env=env)
     assert rendered.returncode == 0, rendered.stderr
-    result = build_py("build", "--matrix", str(matrix_file), "--tag", RELEASE, "--images", str(images), "--only",
+    result = build_py("build", "--matrix", str(matrix_file), "--tag", release, "--images", str(images), "--only",
                       f"{spec.name}*", "--plain", *options, "--report", str(out / "report.json"),
                       "--logs", str(out / "logs"), env=env, timeout=2400)
     assert result.returncode == 0, f"building {spec.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     report = json.loads((out / "report.json").read_text())
     tags = {r["variant"]: r["tag"] for r in report["images"]}
     return EntryBuild(spec=spec, result=result, report=report, report_path=out / "report.json", tags=tags,
-                      matrix=matrix_file, env=env, options=options)
+                      matrix=matrix_file, env=env, options=options, release=release)
 
 
 def smoke_test(build: EntryBuild, folder: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
     """`build.py test` on a built entry; the result and the report it wrote."""
     report = folder / "report.json"
     shutil.copyfile(build.report_path, report)
-    result = build_py("test", "--matrix", str(build.matrix), "--tag", RELEASE, "--only", f"{build.spec.name}*",
+    result = build_py("test", "--matrix", str(build.matrix), "--tag", build.release, "--only", f"{build.spec.name}*",
                       "--report", str(report), timeout=1200, env=build.env)
     return result, {**json.loads(report.read_text()), "_path": str(report)}
 
@@ -158,6 +159,13 @@ def cpu_build(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path
     return build_entry(entry_spec(CPU_ENTRY), tmp_path_factory.mktemp("cpu-build"), "--base-image", base_image,
                        "--wheelhouse", str(wheelhouse), "--offline",
                        "--pip-index-url", f"https://ci:{SECRET_TOKEN}@pypi.invalid/simple", env=env)
+
+
+@pytest.fixture(scope="session")
+def cpu_buildkit_build(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
+    """The CPU entry again, built by BuildKit from the same inputs under a release of its own (issue 14)."""
+    return build_entry(cpu_build.spec, tmp_path_factory.mktemp("cpu-buildkit"), *cpu_build.options,
+                       "--builder", "buildkit", env=cpu_build.env, release=f"{RELEASE}-bk")
 
 
 @pytest.fixture(scope="session")

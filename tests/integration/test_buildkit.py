@@ -1,0 +1,62 @@
+"""Issue 14: the CPU entry built by both backends from the same inputs gives the same images: the same smoke suite
+passes, the same labels (the content digest included), user, entrypoint, command and constraint file, and no secret
+in BuildKit's history or layers either."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import docker
+import pytest
+
+from torchimages.buildcache import CONTENT_LABEL
+
+from .conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, run_in, smoke_test
+from .test_build_cpu import scan_layers
+
+VARIANTS = ("base", "jupyter", "ssh")
+SAME_CONFIG = ("User", "Entrypoint", "Cmd", "Env", "WorkingDir", "ExposedPorts", "Healthcheck")
+RELEASE_LABELS = ("org.opencontainers.image.version", "org.opencontainers.image.base.name")
+
+
+def test_buildkit_built_every_image_through_the_cli(cpu_buildkit_build: EntryBuild) -> None:
+    assert {r["variant"]: r["result"] for r in cpu_buildkit_build.report["images"]} == dict.fromkeys(VARIANTS, "built")
+    log = cpu_buildkit_build.result.stderr
+    assert " step 1/" in log and "builder: RUN" in log, log[-3000:]  # BuildKit's stages lead its step lines
+
+
+def test_buildkit_images_pass_the_smoke_suite(cpu_buildkit_build: EntryBuild, tmp_path: Path) -> None:
+    result, report = smoke_test(cpu_buildkit_build, tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    for record in report["images"]:
+        smoke = record["stages"]["smoke"]
+        assert smoke["passed"] > 0 and smoke["failed"] == 0, record
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_both_backends_make_the_same_image(api: docker.APIClient, cpu_build: EntryBuild,
+                                           cpu_buildkit_build: EntryBuild, variant: str) -> None:
+    classic, buildkit = (api.inspect_image(b.tags[variant]) for b in (cpu_build, cpu_buildkit_build))
+    assert classic["Id"] != buildkit["Id"]
+    for key in SAME_CONFIG:
+        assert classic["Config"].get(key) == buildkit["Config"].get(key), f"{variant}: {key} differs"
+    labels = {k: v for k, v in buildkit["Config"]["Labels"].items() if k not in RELEASE_LABELS}
+    assert labels == {k: v for k, v in classic["Config"]["Labels"].items() if k not in RELEASE_LABELS}
+    assert labels[CONTENT_LABEL].startswith("sha256:"), "the same inputs give the same content digest"
+    assert abs(buildkit["Size"] - classic["Size"]) < 0.01 * classic["Size"], (buildkit["Size"], classic["Size"])
+    constraints = [run_in(api, b.tags[variant], ["cat", "/etc/pip/torchimages-constraints.txt"])[1]
+                   for b in (cpu_build, cpu_buildkit_build)]
+    assert constraints[0] == constraints[1] and "torch==" in constraints[0]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_secret_in_buildkit_history_or_layers(api: docker.APIClient, cpu_buildkit_build: EntryBuild,
+                                                 variant: str) -> None:
+    tag = cpu_buildkit_build.tags[variant]
+    history = subprocess.run(["docker", "history", "--no-trunc", tag], capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+    assert SECRET_TOKEN not in history and SECRET_PROXY_PASSWORD not in history, history
+    scan = scan_layers(api, tag, (SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode()))
+    assert scan.layers == len(set(api.inspect_image(tag)["RootFS"]["Layers"])) and scan.configs == 1
+    assert scan.found == [], f"secrets in exported layers of {tag}: {scan.found}"
