@@ -228,6 +228,9 @@ def connect(timeout: int) -> docker.APIClient:
 def failure_hint(outcome: BuildOutcome, base_image: str | None) -> str:
     """What to try, from the kind of failure."""
     error = (outcome.error or "").lower()
+    if "no space left on device" in error:
+        return ("the engine's disk is full: see `docker system df`, then free space (`docker image prune`, "
+                "`docker builder prune` for BuildKit's cache) and build again")
     if "returned a non-zero code" in error or "executor failed running" in error:  # classic builder, BuildKit
         return ("fix the failing command (a package name in the entry's apt/pip, or the network: --pip-index-url, "
                 "--ca-bundle, --wheelhouse with --offline) and build again; finished steps are cached")

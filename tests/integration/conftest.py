@@ -209,6 +209,13 @@ def cuda_build(api: docker.APIClient, cuda_base_image: str, cuda_wheelhouse: Pat
 
 
 @pytest.fixture(scope="session")
+def cuda_buildkit_build(cuda_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
+    """The CUDA entry again, built by BuildKit from the same inputs under a release of its own (issue 14)."""
+    return build_entry(cuda_build.spec, tmp_path_factory.mktemp("cuda-buildkit"), *cuda_build.options,
+                       "--builder", "buildkit", env=cuda_build.env, release=f"{RELEASE}-bk")
+
+
+@pytest.fixture(scope="session")
 def cuda_smoke(cuda_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
     return smoke_test(cuda_build, tmp_path_factory.mktemp("cuda-smoke"))
 

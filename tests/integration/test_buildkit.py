@@ -1,6 +1,6 @@
-"""Issue 14: the CPU entry built by both backends from the same inputs gives the same images: the same smoke suite
-passes, the same labels (the content digest included), user, entrypoint, command and constraint file, and no secret
-in BuildKit's history or layers either."""
+"""Issue 14: the CPU entry and the flagship CUDA entry, each built by both backends from the same inputs, give the
+same images: the same smoke suite passes, the same labels (the content digest included), user, entrypoint, command
+and constraint file, and no secret in BuildKit's history or layers either (the CPU build carries the secrets)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,21 @@ SAME_CONFIG = ("User", "Entrypoint", "Cmd", "Env", "WorkingDir", "ExposedPorts",
 RELEASE_LABELS = ("org.opencontainers.image.version", "org.opencontainers.image.base.name")
 
 
-def test_buildkit_built_every_image_through_the_cli(cpu_buildkit_build: EntryBuild) -> None:
-    assert {r["variant"]: r["result"] for r in cpu_buildkit_build.report["images"]} == dict.fromkeys(VARIANTS, "built")
-    log = cpu_buildkit_build.result.stderr
+@pytest.fixture(scope="module", params=["cpu", "cuda"])
+def builds(request: pytest.FixtureRequest) -> tuple[EntryBuild, EntryBuild]:
+    """An entry built by the classic builder and by BuildKit."""
+    return request.getfixturevalue(f"{request.param}_build"), request.getfixturevalue(f"{request.param}_buildkit_build")
+
+
+def test_buildkit_built_every_image_through_the_cli(builds: tuple[EntryBuild, EntryBuild]) -> None:
+    buildkit = builds[1]
+    assert {r["variant"]: r["result"] for r in buildkit.report["images"]} == dict.fromkeys(VARIANTS, "built")
+    log = buildkit.result.stderr
     assert " step 1/" in log and "builder: RUN" in log, log[-3000:]  # BuildKit's stages lead its step lines
 
 
-def test_buildkit_images_pass_the_smoke_suite(cpu_buildkit_build: EntryBuild, tmp_path: Path) -> None:
-    result, report = smoke_test(cpu_buildkit_build, tmp_path)
+def test_buildkit_images_pass_the_smoke_suite(builds: tuple[EntryBuild, EntryBuild], tmp_path: Path) -> None:
+    result, report = smoke_test(builds[1], tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     for record in report["images"]:
         smoke = record["stages"]["smoke"]
@@ -35,9 +42,9 @@ def test_buildkit_images_pass_the_smoke_suite(cpu_buildkit_build: EntryBuild, tm
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_both_backends_make_the_same_image(api: docker.APIClient, cpu_build: EntryBuild,
-                                           cpu_buildkit_build: EntryBuild, variant: str) -> None:
-    classic, buildkit = (api.inspect_image(b.tags[variant]) for b in (cpu_build, cpu_buildkit_build))
+def test_both_backends_make_the_same_image(api: docker.APIClient, builds: tuple[EntryBuild, EntryBuild],
+                                           variant: str) -> None:
+    classic, buildkit = (api.inspect_image(b.tags[variant]) for b in builds)
     assert classic["Id"] != buildkit["Id"]
     for key in SAME_CONFIG:
         assert classic["Config"].get(key) == buildkit["Config"].get(key), f"{variant}: {key} differs"
@@ -45,8 +52,7 @@ def test_both_backends_make_the_same_image(api: docker.APIClient, cpu_build: Ent
     assert labels == {k: v for k, v in classic["Config"]["Labels"].items() if k not in RELEASE_LABELS}
     assert labels[CONTENT_LABEL].startswith("sha256:"), "the same inputs give the same content digest"
     assert abs(buildkit["Size"] - classic["Size"]) < 0.01 * classic["Size"], (buildkit["Size"], classic["Size"])
-    constraints = [run_in(api, b.tags[variant], ["cat", "/etc/pip/torchimages-constraints.txt"])[1]
-                   for b in (cpu_build, cpu_buildkit_build)]
+    constraints = [run_in(api, b.tags[variant], ["cat", "/etc/pip/torchimages-constraints.txt"])[1] for b in builds]
     assert constraints[0] == constraints[1] and "torch==" in constraints[0]
 
 

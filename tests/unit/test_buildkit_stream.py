@@ -177,3 +177,13 @@ while true; do sleep 0.1; done
     thread.join(timeout=20)
     assert not thread.is_alive() and time.monotonic() - started < 10
     assert result[0].cancelled and result[0].image_id is None, result[0]
+
+
+def test_the_failure_hint_reads_buildkit_errors_and_a_full_disk() -> None:
+    from torchimages.engine import failure_hint
+
+    state, _ = read(FAILURE)
+    assert failure_hint(state.outcome, None).startswith("fix the failing command")
+    full = BuildOutcome("img", "t", error="write /var/lib/docker/overlay2/x/diff/a.whl: no space left on device",
+                        step="[internal] load build context")
+    assert "disk is full" in failure_hint(full, None) and "docker builder prune" in failure_hint(full, None)
