@@ -51,6 +51,10 @@ class CacheSources:
         images = {entry["image"]: entry for entry in previous_manifest.get("images", []) if entry.get("reference")}
         return cls(refs=refs, previous=images)
 
+    @property
+    def used(self) -> bool:
+        return bool(self.refs or self.previous)
+
     def reusable(self, image: str, digest: str | None) -> str | None:
         """The previous release's image (by digest) when its content is this build's, else None."""
         entry = self.previous.get(image)

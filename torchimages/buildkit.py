@@ -133,10 +133,6 @@ class BuildKitBuilder:
         self.running: dict[str, subprocess.Popen[str]] = {}
         self._lock = threading.Lock()
 
-    @property
-    def no_cache(self) -> bool:
-        return self.engine.no_cache
-
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str], emit: EventSink,
               cancel: threading.Event, cache_from: list[str] | None = None,
               labels: dict[str, str] | None = None) -> BuildOutcome:

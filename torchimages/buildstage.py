@@ -5,8 +5,9 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import buildjobs
 from .budget import Budget
@@ -20,6 +21,9 @@ from .progress import LogFiles
 from .report import ImageRecord, Report, logs_path, report_path
 from .sizes import FloorMeter
 from .specs import Plan
+
+if TYPE_CHECKING:
+    from .publish import Credentials
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,13 @@ class BuildOptions:
     @property
     def logs_dir(self) -> Path:
         return logs_path(self.release, self.logs)
+
+    def pulling_as(self, repository: str, credentials: Credentials | None) -> BuildOptions:
+        """These options with cache sources on `repository`'s registry pulled as `credentials` (other registries get
+        what `docker login` stored)."""
+        if credentials is None:
+            return self
+        return replace(self, registry_auth=(repository.split("/", 1)[0], credentials.auth_config()))
 
 
 def select(plan: Plan, options: BuildOptions) -> list[BuildJob]:

@@ -303,12 +303,9 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
                         f"run: python build.py render --tag {release}")
     from .engine import Engine
 
-    if values["registry_user"] and options.cache != type(options.cache)():
-        # cache sources on --registry are pulled as --registry-user; any other registry gets `docker login`'s
+    if values["registry_user"] and options.cache.used:  # cache sources on --registry are pulled as --registry-user
         push = push_options_from(plan, values, release)
-        credentials = push.credentials()
-        if credentials:
-            options = replace(options, registry_auth=(push.repository.split("/", 1)[0], credentials.auth_config()))
+        options = options.pulling_as(push.repository, push.credentials())
     report = release_stages.build(plan, options, Engine(no_cache=options.no_cache))
     sys.exit(release_stages.finish(report, options.report_path))
 

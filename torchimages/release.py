@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
@@ -32,8 +31,8 @@ from .specs import Plan
 def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_gpu: bool) -> int:
     """The main job: render, build, smoke-test what was built and, when asked, push what passed; the exit code."""
     credentials = push.credentials() if push else None  # a password on stdin is read before the long build
-    if push and credentials:  # cache sources on the registry pushed to are pulled as the same user
-        options = replace(options, registry_auth=(push.repository.split("/", 1)[0], credentials.auth_config()))
+    if push:  # cache sources on the registry pushed to are pulled as the same user
+        options = options.pulling_as(push.repository, credentials)
     written = render_stage.write(plan, options.release, options.images_dir)
     out.print(f"rendered {len(written)} build contexts under {options.images_dir} for release {options.release}")
     engine = Engine(no_cache=options.no_cache)
