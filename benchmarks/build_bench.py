@@ -88,6 +88,9 @@ def interrupt_at_apt(out: Path, spec: specs.ImageSpec, base: str, wheelhouse: Pa
 
 def measure(out: Path, spec: specs.ImageSpec, base: str, wheelhouse: Path, builder: str) -> dict:
     """Cold, warm, and warm after an interrupted --no-cache build, with one backend."""
+    # Cold means cold for both: BuildKit would otherwise reuse the build context it synced before (not its layers,
+    # which --no-cache already ignores).
+    sh("docker", "builder", "prune", "--all", "--force")
     cold_total, cold = build(out, spec, base, wheelhouse, "--no-cache", "--builder", builder)
     warm_total, warm = build(out, spec, base, wheelhouse, "--builder", builder)
     interrupt_at_apt(out, spec, base, wheelhouse, builder)

@@ -27,6 +27,7 @@ from .buildinputs import PROXY_VARIABLES
 from .errors import UserError
 
 STAMP_MARKER = "# ---- release stamp:"
+DOCKERFILES = ("Dockerfile", "Dockerfile.buildkit")  # both syntaxes end in the same stamp (render.BUILDKIT_DOCKERFILE)
 CONTENT_LABEL = "io.torchimages.content-digest"
 PREVIOUS = "previous"
 CHUNK = 1 << 20
@@ -82,8 +83,8 @@ def content_digest(context: Path, buildargs: dict[str, str], parent: str) -> str
             feed("arg", name, without_credentials(buildargs[name]))
     for path in sorted(p for p in context.rglob("*") if p.is_file()):
         relative = path.relative_to(context).as_posix()
-        if relative == "Dockerfile":
-            feed("dockerfile", content_of(path.read_text(encoding="utf-8")))
+        if relative in DOCKERFILES:
+            feed("dockerfile", relative, content_of(path.read_text(encoding="utf-8")))
         else:
             feed("file", relative, oct(path.stat().st_mode & 0o777), file_sha256(path))
     return f"sha256:{digest.hexdigest()}"

@@ -10,8 +10,10 @@ environment), so an index token never shows on a command line.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -20,15 +22,19 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .buildcache import without_credentials
 from .engine import BuildOutcome, Engine, engine_address
 from .errors import UserError
 from .events import EventSink, StageEvent
+from .render import BUILDKIT_DOCKERFILE
 
 STEP = re.compile(r"^#\d+ \[(?:(?P<stage>\S+) )?(?P<step>\d+)/(?P<steps>\d+)\] (?P<text>.*)$")
 OUTPUT = re.compile(r"^#(?P<vertex>\d+) \d+\.\d+ (?P<text>.*)$")
 VERTEX_ERROR = re.compile(r"^#(?P<vertex>\d+) ERROR: (?P<text>.*)$")
 VERTEX_NAME = re.compile(r"^#(?P<vertex>\d+) \[(?P<name>[^\]]+)\] (?P<text>.*)$")
 QUIET = re.compile(r"^#\d+ (sha256:[0-9a-f]+|DONE [0-9.]+s|CACHED)$")  # bookkeeping, not worth a log line
+# What Dockerfile.buildkit reads from the build-env secret (macros.build_args); the rest stay build arguments.
+SECRET_ARGUMENTS = frozenset({"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "TORCH_INDEX_URL", "OFFLINE"})
 MODERN_CLIENT = 23  # from 23.0 the CLI builds with BuildKit only through buildx
 
 
@@ -140,8 +146,13 @@ class BuildKitBuilder:
         state = StreamState(BuildOutcome(image=image, tag=tag))
         with tempfile.TemporaryDirectory(prefix="buildkit-") as tmp:
             iidfile = Path(tmp) / "iid"
-            command = [*self.cli.command(), "--progress=plain", "--tag", tag, "--iidfile", str(iidfile),
-                       *(["--no-cache"] if self.engine.no_cache else []),
+            dockerfile = context / BUILDKIT_DOCKERFILE
+            if dockerfile.is_file():  # its installing steps read these from a secret, not from build arguments
+                buildargs, secret_options = as_secret(buildargs, Path(tmp) / "build-env")
+            else:
+                dockerfile, secret_options = context / "Dockerfile", []
+            command = [*self.cli.command(), "--progress=plain", "--file", str(dockerfile), "--tag", tag,
+                       "--iidfile", str(iidfile), *(["--no-cache"] if self.engine.no_cache else []), *secret_options,
                        *[f"--build-arg={name}" for name in sorted(buildargs)],
                        *[f"--label={key}={value}" for key, value in sorted((labels or {}).items())],
                        *[f"--cache-from={ref}" for ref in cache_from or []], str(context)]
@@ -184,6 +195,25 @@ class BuildKitBuilder:
             processes = list(self.running.values())
         for process in processes:
             interrupt(process)
+
+
+def as_secret(buildargs: dict[str, str], path: Path) -> tuple[dict[str, str], list[str]]:
+    """Move the network settings pip reads (index URLs and their tokens, OFFLINE) out of the build arguments into a
+    secret file network-env.sh sources: a secret is never written to a layer, the history or the cache.
+
+    BuildKit keeps secrets out of its cache keys, so BUILD_ENV, a digest of the moved values without their
+    credentials, is passed instead: a step that reads them runs again when they change.
+    """
+    moved = {name: value for name, value in buildargs.items() if name in SECRET_ARGUMENTS}
+    kept = {name: value for name, value in buildargs.items() if name not in SECRET_ARGUMENTS}
+    path.touch(mode=0o600)
+    path.write_text("".join(f"export {name}={shlex.quote(value)}\n" for name, value in sorted(moved.items())),
+                    encoding="utf-8")
+    fingerprint = hashlib.sha256()
+    for name, value in sorted(moved.items()):
+        fingerprint.update(f"{name}={without_credentials(value)}\0".encode())
+    kept["BUILD_ENV"] = f"sha256:{fingerprint.hexdigest()}"
+    return kept, [f"--secret=id=build-env,src={path}"]
 
 
 def interrupt(process: subprocess.Popen[str]) -> None:

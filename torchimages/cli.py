@@ -537,7 +537,9 @@ def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: 
         out.print(f"{out_dir} is up to date for release {release}")
         return
     written = render_stage.write(plan, release, out_dir)
-    out.print(f"rendered {len(written)} build contexts under {out_dir} for release {release}")
+    contexts = {path.parent for path in written}
+    out.print(f"rendered {len(contexts)} build contexts ({len(written)} Dockerfiles: classic, and BuildKit where a stage "
+              f"installs packages) under {out_dir} for release {release}")
 
 
 @main.group(name="compat")

@@ -21,6 +21,7 @@ from .specs import ImageSpec, Plan
 
 TEMPLATE = "Dockerfile.j2"
 MARKER = "rendered.json"
+BUILDKIT_DOCKERFILE = "Dockerfile.buildkit"  # the same template with RUN --mount, for --builder buildkit
 EXECUTABLE = {"jupyter-healthcheck", "start-sshd", "image-doctor", "torchimages-entrypoint"}
 
 
@@ -112,9 +113,14 @@ def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, *, variant: str
         "template": TEMPLATE, "matrix_file": Path(plan.file).name,
         "image_facts": image_facts(spec),
         "uses": [],  # what the rendered Dockerfile COPYs, declared by the template (macros.build_args)
+        "buildkit": False,
     }
-    files = {"Dockerfile": env.get_template(TEMPLATE).render(values)}
-    files.update(_static_files(env, variant, values, build_config="build-config" in values["uses"]))
+    template = env.get_template(TEMPLATE)
+    files = {"Dockerfile": template.render(values)}
+    build_config = "build-config" in values["uses"]
+    if build_config:  # only where a stage installs packages do the two syntaxes differ (macros.mounts)
+        files[BUILDKIT_DOCKERFILE] = template.render({**values, "buildkit": True, "uses": []})
+    files.update(_static_files(env, variant, values, build_config=build_config))
     return files
 
 
@@ -142,7 +148,7 @@ def write(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) ->
     """
     check_output_folder(out)
     files = rendered_files(plan, release, settings)
-    dockerfiles = [out / name for name in files if name.endswith("/Dockerfile")]
+    dockerfiles = [out / name for name in files if name.endswith(("/Dockerfile", f"/{BUILDKIT_DOCKERFILE}"))]
     if out.is_dir() and not differences(files, out):
         return dockerfiles
     out.parent.mkdir(parents=True, exist_ok=True)

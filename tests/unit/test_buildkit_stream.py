@@ -147,6 +147,42 @@ cat <<'STREAM'
     assert sum(e.kind == "step" for e in events) == 4
 
 
+def test_a_context_with_dockerfile_buildkit_gets_its_index_urls_as_a_secret(tmp_path: Path) -> None:
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "Dockerfile.buildkit").write_text("FROM scratch\n")
+    record = tmp_path / "argv"
+    script = f"""printf '%s\\n' "$@" > {record}
+for arg in "$@"; do case "$arg" in --secret=*) src="${{arg##*src=}}"; stat -c 'mode=%a' "$src" >> {record};
+    cat "$src" >> {record};; esac; done
+printf 'ENV_BUILD_ENV=%s\\n' "$BUILD_ENV" >> {record}
+while [ $# -gt 0 ]; do [ "$1" = --iidfile ] && echo sha256:abc > "$2"; shift; done
+"""
+
+    def build(index: str) -> list[str]:
+        outcome = builder_running(script, tmp_path).build(
+            "img", context, "t", buildargs={"PIP_INDEX_URL": index, "OFFLINE": "1", "APT_MIRROR": "http://deb.example"},
+            emit=lambda e: None, cancel=threading.Event())
+        assert outcome.ok, outcome
+        return record.read_text().splitlines()
+
+    argv = build("https://ci:s3cret@pypi.example/simple")
+    assert argv[argv.index("--file") + 1] == str(context / "Dockerfile.buildkit")
+    [secret] = [arg for arg in argv if arg.startswith("--secret=")]
+    assert secret.startswith("--secret=id=build-env,src=") and not Path(secret.split("src=")[1]).exists(), \
+        "the secret file is removed after the build"
+    assert "mode=600" in argv
+    assert "export OFFLINE=1" in argv and "export PIP_INDEX_URL=https://ci:s3cret@pypi.example/simple" in argv
+    assert "--build-arg=APT_MIRROR" in argv and "--build-arg=BUILD_ENV" in argv
+    assert "--build-arg=PIP_INDEX_URL" not in argv and "--build-arg=OFFLINE" not in argv
+    [fingerprint] = [line for line in argv if line.startswith("ENV_BUILD_ENV=")]
+    assert "s3cret" not in fingerprint and fingerprint.startswith("ENV_BUILD_ENV=sha256:")
+    assert [line for line in build("https://ci:other@pypi.example/simple") if line.startswith("ENV_BUILD_ENV=")] == \
+        [fingerprint], "a new password alone does not rebuild"
+    assert [line for line in build("https://ci:s3cret@mirror.example/simple") if line.startswith("ENV_BUILD_ENV=")] != \
+        [fingerprint], "another index does"
+
+
 def test_a_failed_build_has_no_image_and_one_error(tmp_path: Path) -> None:
     script = f"cat <<'STREAM'\n{FAILURE}STREAM\nexit 1\n"
     outcome = builder_running(script, tmp_path).build("img", tmp_path, "t", buildargs={}, emit=lambda e: None,

@@ -62,7 +62,7 @@ def test_the_constraint_file_pins_torch_and_its_libraries(rendered: Path, tmp_pa
 
 def cuda_check(dockerfile: str) -> str:
     """The Python the builder runs after installing torch, as Docker joins its continued lines."""
-    [code] = re.findall(r'python -c "(import sys, torch;.*?)"\n', dockerfile.replace("\\\n", ""), re.S)
+    [code] = re.findall(r'python -c "(import sys, torch;[^"]*)"', dockerfile.replace("\\\n", ""))
     return code
 
 
@@ -73,12 +73,13 @@ def cuda_check(dockerfile: str) -> str:
     (CPU_ENTRY, None, None),
     (CPU_ENTRY, "12.1", "torch 2.3.1+fake is built for CUDA 12.1, expected None: the index served another build"),
 ])
-def test_the_build_fails_when_torch_reports_another_cuda(rendered: Path, tmp_path: Path, entry: str, reported: str | None,
-                                                          refused: str | None) -> None:
+@pytest.mark.parametrize("syntax", ["Dockerfile", "Dockerfile.buildkit"])
+def test_the_build_fails_when_torch_reports_another_cuda(rendered: Path, tmp_path: Path, entry: str, reported: str | None, *,
+                                                          refused: str | None, syntax: str) -> None:
     fake = tmp_path / "torch"
     fake.mkdir()
     (fake / "__init__.py").write_text(f"__version__ = '2.3.1+fake'\n\nclass version:\n    cuda = {reported!r}\n")
-    code = cuda_check((rendered / entry / "Dockerfile").read_text())
+    code = cuda_check((rendered / entry / syntax).read_text())
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60,
                             env={**os.environ, "PYTHONPATH": str(tmp_path)})
     if refused is None:

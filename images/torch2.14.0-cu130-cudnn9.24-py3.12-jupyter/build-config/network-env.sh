@@ -2,6 +2,10 @@
 # It trusts an extra CA bundle and uses a local wheelhouse for this build only: these files
 # live in a builder stage and never reach the final image.
 config=/tmp/build-config
+# --builder buildkit hands index URLs and OFFLINE over as a secret file, never as build arguments.
+if [ -r /run/secrets/build-env ]; then
+    . /run/secrets/build-env
+fi
 if [ -s "${config}/extra-ca.pem" ]; then
     cat /etc/ssl/certs/ca-certificates.crt "${config}/extra-ca.pem" > "${config}/ca-bundle.pem" 2>/dev/null \
         || cp "${config}/extra-ca.pem" "${config}/ca-bundle.pem"
