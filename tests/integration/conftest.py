@@ -244,6 +244,14 @@ def ngc_build(api: docker.APIClient, ngc_base_image: str, cuda_wheelhouse: Path,
                        matrix_file=NGC_MATRIX, env=env)
 
 
+@pytest.fixture(scope="session")
+def ngc_buildkit_build(ngc_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
+    """The ngc entry again, built by BuildKit under a release of its own: the release workflow builds every entry
+    with it (issue 14)."""
+    return build_entry(ngc_build.spec, tmp_path_factory.mktemp("ngc-buildkit"), *ngc_build.options, "--builder",
+                       "buildkit", matrix_file=ngc_build.matrix, env=ngc_build.env, release=f"{RELEASE}-bk")
+
+
 def entry_spec_with(matrix_file: Path, extra_compat: Path) -> specs.ImageSpec:
     """The only entry of `matrix_file`, resolved with the extra compat rows."""
     return specs.resolve(matrix.load(matrix_file), compat.load_with(extra_compat)).specs[0]

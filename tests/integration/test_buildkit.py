@@ -1,6 +1,7 @@
-"""Issue 14: the CPU entry and the flagship CUDA entry, each built by both backends from the same inputs, give the
-same images: the same smoke suite passes, the same labels (the content digest included), user, entrypoint, command
-and constraint file, and no secret in BuildKit's history or layers either (the CPU build carries the secrets)."""
+"""Issue 14: the CPU entry, the flagship CUDA entry and the ngc flavor, each built by both backends from the same
+inputs, give the same images: the same smoke suite passes, the same labels (the content digest included), user,
+entrypoint, command, size and constraint file, and no secret in BuildKit's history or layers either (the CPU build
+carries the secrets)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ SAME_CONFIG = ("User", "Entrypoint", "Cmd", "Env", "WorkingDir", "ExposedPorts",
 RELEASE_LABELS = ("org.opencontainers.image.version", "org.opencontainers.image.base.name")
 
 
-@pytest.fixture(scope="module", params=["cpu", "cuda"])
+@pytest.fixture(scope="module", params=["cpu", "cuda", "ngc"])
 def builds(request: pytest.FixtureRequest) -> tuple[EntryBuild, EntryBuild]:
     """An entry built by the classic builder and by BuildKit."""
     return request.getfixturevalue(f"{request.param}_build"), request.getfixturevalue(f"{request.param}_buildkit_build")
