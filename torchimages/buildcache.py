@@ -25,9 +25,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .buildinputs import PROXY_VARIABLES
 from .errors import UserError
+from .render import BUILDKIT_DOCKERFILE
 
 STAMP_MARKER = "# ---- release stamp:"
-DOCKERFILES = ("Dockerfile", "Dockerfile.buildkit")  # both syntaxes end in the same stamp (render.BUILDKIT_DOCKERFILE)
+DOCKERFILES = ("Dockerfile", BUILDKIT_DOCKERFILE)  # both syntaxes end in the same stamp
 CONTENT_LABEL = "io.torchimages.content-digest"
 PREVIOUS = "previous"
 CHUNK = 1 << 20
