@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from .report import SbomStage
 from .settings import SETTINGS
 
 TIMEOUT = 1800
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 CACHE = SETTINGS.root / ".cache" / "sbom"
 
 
@@ -38,14 +40,22 @@ def generate(image_id: str, out: Path, cache: Path = CACHE) -> SbomStage:
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_suffix(".partial")
         env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}  # no network call of its own
-        result = subprocess.run([syft(), "scan", f"docker:{image_id}", "-q", "-o", f"spdx-json={partial}"],
+        # Not -q: it silences syft's own error too, and a failed scan then says nothing of why.
+        result = subprocess.run([syft(), "scan", f"docker:{image_id}", "-o", f"spdx-json={partial}"],
                                 capture_output=True, text=True, timeout=TIMEOUT, env=env, check=False)
         if result.returncode != 0 or not partial.is_file():
-            raise UserError(f"syft could not read {image_id[:19]}: {(result.stderr or result.stdout).strip()[-400:]}")
+            raise UserError(f"syft could not read {image_id[:19]}: {syft_error(result)}")
         partial.replace(cached)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(cached, out)
     return stage_of(out, image_id)
+
+
+def syft_error(result: subprocess.CompletedProcess[str]) -> str:
+    """syft's ERROR lines without their colour codes (its progress lines are noise here); else its last output."""
+    text = ANSI.sub("", f"{result.stderr}\n{result.stdout}")
+    errors = [line.strip() for line in text.splitlines() if " ERROR " in f" {line} "]
+    return ("\n".join(errors) or text.strip() or f"exit code {result.returncode}, no output")[-600:]
 
 
 def stage_of(path: Path, image_id: str) -> SbomStage:

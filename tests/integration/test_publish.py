@@ -17,6 +17,7 @@ import docker
 import pytest
 
 from torchimages import publish, sbom
+from torchimages.errors import UserError
 from torchimages.events import StageEvent
 from torchimages.report import Report
 from torchimages.settings import SETTINGS
@@ -262,3 +263,14 @@ def test_each_pushed_image_has_an_sbom_of_its_debian_and_python_packages(pushed:
             assert table["pypi"]["jupyterlab"] == SETTINGS.jupyterlab
         if image["variant"] == "ssh":
             assert "openssh-server" in table["deb"]
+
+
+def test_a_failed_sbom_scan_says_why(api: docker.APIClient, tmp_path: Path) -> None:
+    """An image the engine does not hold: the error carries syft's own reason, not an empty line."""
+    missing = "sha256:" + "0" * 64
+    with pytest.raises(UserError) as failure:
+        sbom.generate(missing, tmp_path / "out.spdx.json", cache=tmp_path / "cache")
+    message = str(failure.value)
+    assert message.startswith("syft could not read sha256:000000000000: "), message
+    assert "could not determine source" in message and "\x1b[" not in message, message
+    assert not (tmp_path / "cache" / f"{missing.replace(':', '-')}.spdx.json").exists()
