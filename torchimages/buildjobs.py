@@ -29,6 +29,10 @@ class Builder(Protocol):
 
     def stop_builds(self) -> None: ...
 
+    def describe(self) -> str:
+        """Which builder, for the output and the report: "BuildKit through /usr/bin/docker 20.10.24 (...)"."""
+        ...
+
 
 @dataclass(frozen=True)
 class BuildJob:

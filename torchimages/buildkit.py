@@ -189,6 +189,9 @@ class BuildKitBuilder:
             with self._lock:
                 self.running.pop(image, None)
 
+    def describe(self) -> str:
+        return f"BuildKit through {self.cli.describe()}"
+
     def stop_builds(self) -> None:
         """Ctrl-C or SIGTERM: interrupt every running CLI, which cancels its build; no tag is written."""
         with self._lock:

@@ -14,7 +14,7 @@ from .budget import Budget
 from .buildcache import CacheSources
 from .buildinputs import BuildInputs
 from .buildjobs import Builder, BuildJob, BuildRunner, Selection
-from .engine import BuildOutcome, Engine, failure_hint
+from .engine import BuildOutcome, Engine, failure_hint, short_error
 from .errors import UserError
 from .events import EventSink
 from .progress import LogFiles
@@ -24,6 +24,8 @@ from .specs import Plan
 
 if TYPE_CHECKING:
     from .publish import Credentials
+
+STEP_SHOWN = 200  # characters of the failed step a failure message shows
 
 
 @dataclass(frozen=True)
@@ -80,17 +82,21 @@ def check_contexts(jobs: list[BuildJob], release: str) -> None:
         raise UserError(f"no rendered context at {', '.join(missing[:3])}: run python build.py render --tag {release}")
 
 
-def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, logs: LogFiles) -> Report:
-    """Build the selected images, emitting their events; the report records every one, built or not."""
+def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, logs: LogFiles, *,
+          builder: Builder) -> Report:
+    """Build the selected images with `builder` (builder_of), emitting their events; the report records every one,
+    built or not."""
     jobs = select(plan, options)  # options.inputs were checked when the options were made (cli.build_options_from)
     runner = BuildRunner(engine, options.inputs, emit, jobs=options.jobs, cache=options.cache,
-                         registry_auth=options.registry_auth, builder=builder_of(options.builder, engine))
+                         registry_auth=options.registry_auth, builder=builder)
     with stop_on_sigterm(runner):
         outcomes = runner.run(jobs)
     report = make_report(plan, options, jobs, outcomes=outcomes, seconds=runner.seconds, engine=engine, logs=logs)
+    built_by = builder.describe()
     for record in report.images:
         record.content_digest = runner.digests.get(record.image)
         record.reused = runner.reused.get(record.image)
+        record.builder = built_by if record.image in runner.seconds else None
     return report
 
 
@@ -167,9 +173,14 @@ def failure_message(job: BuildJob, outcome: BuildOutcome, logs: LogFiles) -> str
     if (outcome.error or "").startswith("its base"):
         return outcome.error or ""
     tail = "\n".join(f"    | {line}" for line in outcome.log_tail[-20:])
-    return (f"{job.image} failed at {outcome.step or 'the start'}\n  error: {outcome.error}\n"
+    return (f"{job.image} failed at {shortened(outcome.step or 'the start')}\n  error: {short_error(outcome.error)}\n"
             f"  last log lines:\n{tail}\n  full log: {logs.path(job.image)}\n"
             f"{removed_line(outcome)}  try: {failure_hint(outcome, job.base_image)}")
+
+
+def shortened(step: str, limit: int = STEP_SHOWN) -> str:
+    """A step as the message shows it: a long RUN cut, its whole text being in the full log."""
+    return step if len(step) <= limit else step[:limit].rstrip() + " ..."
 
 
 def removed_line(outcome: BuildOutcome) -> str:

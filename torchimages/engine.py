@@ -28,6 +28,11 @@ STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})$")
 STEP_IMAGE = re.compile(r"^ ---> ([0-9a-f]{12,64})$")  # the image a step committed, or found in the cache
 USING_CACHE = " ---> Using cache"
+# A step's command that failed, as each builder words it (the whole command quoted inside, which the step already
+# shows): the classic builder; BuildKit before 0.10 (Docker 20.10); BuildKit since (buildx, Docker 23 and newer).
+COMMAND_FAILED = (re.compile(r"^The command '.*' returned a non-zero code: (\d+)$", re.S),
+                  re.compile(r"^executor failed running \[.*\]: exit code: (\d+)$", re.S),
+                  re.compile(r'^process ".*" did not complete successfully: exit code: (\d+)$', re.S))
 MISSING_BASE = ("pull access denied", "not found", "no such host", "manifest unknown", "repository does not exist",
                 "failed to resolve", "no basic auth credentials", "unauthorized")
 
@@ -163,6 +168,9 @@ class Engine:
                 tail.append(line)
             emit(StageEvent(image, "log", line))
 
+    def describe(self) -> str:
+        return f"the classic builder through the Docker SDK (engine {self.api.version().get('Version', 'unknown')})"
+
     def stop_builds(self) -> None:
         """Kill the containers of running steps: each build then ends with an error, untagged (called on the main
         thread, whose client no build uses)."""
@@ -231,10 +239,24 @@ def failure_hint(outcome: BuildOutcome, base_image: str | None) -> str:
     if "no space left on device" in error:
         return ("the engine's disk is full: see `docker system df`, then free space (`docker image prune`, "
                 "`docker builder prune` for BuildKit's cache) and build again")
-    if "returned a non-zero code" in error or "executor failed running" in error:  # classic builder, BuildKit
+    if command_exit_code(outcome.error) is not None:
         return ("fix the failing command (a package name in the entry's apt/pip, or the network: --pip-index-url, "
                 "--ca-bundle, --wheelhouse with --offline) and build again; finished steps are cached")
     if any(marker in error for marker in MISSING_BASE) or (outcome.step or "").split(" : ")[-1].startswith("FROM"):
         return (f"the base image{f' {base_image}' if base_image else ''} is not on this engine and cannot be pulled: "
                 "make it locally (scripts/make-base-image.sh), mirror it, or pass --base-image")
     return "check that the engine is healthy (docker info) and build again"
+
+
+def command_exit_code(error: str | None) -> int | None:
+    """The exit code of the step's command when that is what failed the build, from either builder's words."""
+    for pattern in COMMAND_FAILED:
+        if match := pattern.match((error or "").strip()):
+            return int(match.group(1))
+    return None
+
+
+def short_error(error: str | None) -> str:
+    """The error without the step's whole command repeated in it."""
+    code = command_exit_code(error)
+    return f"the step's command exited with code {code}" if code is not None else (error or "")

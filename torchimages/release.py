@@ -72,10 +72,15 @@ def print_plan(plan: Plan, options: BuildOptions) -> None:
 def build(plan: Plan, options: BuildOptions, engine: Engine) -> Report:
     """Build, and print each failure's message."""
     buildstage.check_contexts(buildstage.select(plan, options), options.release)
+    builder = buildstage.builder_of(options.builder, engine)
+    err.print(f"building with {builder.describe()}", highlight=False)
     with shown(options.plain, options.logs_dir) as (emit, logs):
-        report = buildstage.build(plan, options, engine, emit, logs)
+        report = buildstage.build(plan, options, engine, emit, logs, builder=builder)
     for record in report.images:
-        if record.error:
+        if record.result == "skipped" and record.error:
+            err.print(f"[bold yellow]SKIPPED[/] {escape(record.image)}: {escape(record.error)}", markup=True,
+                      highlight=False)
+        elif record.error:
             err.print(f"[bold red]FAILED[/] {escape(record.error)}", markup=True, highlight=False)
     check_budget(plan, report, options.budget)
     return report

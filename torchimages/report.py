@@ -96,6 +96,7 @@ class ImageRecord:
     over_budget: str | None = None  # why its size is over the budget (torchimages.budget), or None
     content_digest: str | None = None  # what its build read, release aside (torchimages.buildcache)
     reused: str | None = None  # the previous release's image it was stamped from, when its content was unchanged
+    builder: str | None = None  # what built it in this run (buildjobs.Builder.describe), None when not built here
 
     @property
     def smoke_passed(self) -> bool:

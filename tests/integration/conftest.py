@@ -79,6 +79,36 @@ def build_py(*args: str, timeout: float = 1500, env: dict[str, str] | None = Non
     return run([sys.executable, str(ROOT / "build.py"), *args], timeout=timeout, env=env)
 
 
+@dataclass(frozen=True)
+class BuilderWay:
+    """One way build.py builds: its options, its environment and how it names itself ("building with ...")."""
+
+    name: str
+    options: tuple[str, ...]
+    env: dict[str, str]
+    says: str
+
+
+def builder_ways(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BuilderWay]:
+    """The classic builder; BuildKit through buildx (scripts/install-buildx.sh, as on GitHub's runners); BuildKit
+    through Debian's 20.10 client with DOCKER_BUILDKIT=1, which is what a docker config without the plugin gives."""
+    env = dict(os.environ)
+    no_plugins = dict(env, DOCKER_CONFIG=str(tmp_path_factory.mktemp("docker-config-without-plugins")))
+    return {"classic": BuilderWay("classic", (), env, "the classic builder through the Docker SDK"),
+            "buildx": BuilderWay("buildx", ("--builder", "buildkit"), env, "(buildx)"),
+            "docker-buildkit": BuilderWay("docker-buildkit", ("--builder", "buildkit"), no_plugins,
+                                          "(DOCKER_BUILDKIT=1)")}
+
+
+@pytest.fixture(scope="session", params=["classic", "buildx", "docker-buildkit"])
+def builder_way(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> BuilderWay:
+    way = builder_ways(tmp_path_factory)[request.param]
+    if way.name == "buildx":
+        buildx = run(["docker", "buildx", "version"], timeout=60, env=way.env)
+        assert buildx.returncode == 0, f"the docker CLI has no buildx plugin: run scripts/install-buildx.sh\n{buildx.stderr}"
+    return way
+
+
 @pytest.fixture(scope="session")
 def base_image(api: docker.APIClient) -> str:
     result = run(["bash", str(ROOT / "scripts" / "make-base-image.sh"), BASE_IMAGE], timeout=600)

@@ -17,7 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from .conftest import RELEASE, ROOT, EntryBuild, build_py
+from .conftest import RELEASE, ROOT, BuilderWay, EntryBuild, build_py
 
 CPU_MATRIX = """\
 registry: registry.example.com/ml/failures
@@ -68,30 +68,43 @@ def test_wrong_base_image(api: docker.APIClient, tmp_path: Path) -> None:
     assert record["result"] == "failed" and "is not on this engine" in record["error"]
 
 
-def test_failing_run_step(api: docker.APIClient, private_base: str, tmp_path: Path) -> None:
+def building_with(output: str) -> str:
+    """The line that names the builder ("building with ...")."""
+    return next((line for line in output.splitlines() if line.startswith("building with ")), "")
+
+
+def test_failing_run_step(api: docker.APIClient, private_base: str, builder_way: BuilderWay, tmp_path: Path) -> None:
+    """Each builder's failure ends in the same short message: the step, its command's exit code (not the whole
+    command again), the last log lines, the full log, what to try."""
     matrix_file, images = render(tmp_path, "bad-apt", "    apt: [no-such-package-torchimages]\n    variants: [jupyter, ssh]\n")
     result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
-                      "--base-image", private_base, "--report", str(tmp_path / "r.json"), "--logs", str(tmp_path / "logs"),
-                      timeout=600)
+                      *builder_way.options, "--base-image", private_base, "--report", str(tmp_path / "r.json"),
+                      "--logs", str(tmp_path / "logs"), timeout=600, env=builder_way.env)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
-    message = result.stderr.split("FAILED ", 1)[1]
-    assert re.match(r"bad-apt failed at Step \d+/\d+ : RUN set -eux;", message), message[:200]
-    assert "returned a non-zero code: 100" in message
+    assert builder_way.says in building_with(result.stderr), result.stderr[:500]
+    message = result.stderr.split("FAILED ", 1)[1].split("\nSKIPPED ", 1)[0]
+    step, error = message.splitlines()[:2]
+    assert re.match(r"bad-apt failed at (Step \d+/\d+ : |\[system \d+/\d+\] )RUN set -eux;", step), step
+    assert len(step) < 260 and step.endswith(" ..."), f"the step is cut, its whole text is in the log: {step}"
+    assert error == "  error: the step's command exited with code 100", error
     assert "Unable to locate package no-such-package-torchimages" in message, "the last log lines are shown"
     assert f"full log: {tmp_path / 'logs' / 'bad-apt.log'}" in message
     assert "try: fix the failing command" in message
-    assert re.search(r"removed [1-9]\d* intermediate images of the failed build", message), message
+    if builder_way.name == "classic":  # BuildKit commits no intermediate images
+        assert re.search(r"removed [1-9]\d* intermediate images of the failed build", message), message
     tail = message.split("last log lines:")[1].split("full log:")[0].strip().splitlines()
     assert 0 < len(tail) <= 20
     assert not any(t for t in docker.APIClient().images(name="registry.example.com/ml/failures")
                    if "registry.example.com/ml/failures:fail-bad-apt" in (t.get("RepoTags") or []))
-    # A failed base stops its variants: they are not started, and say why.
+    # A failed base stops its variants: they are not started, and say why, each by name.
     records = {r["image"]: r for r in json.loads((tmp_path / "r.json").read_text())["images"]}
     for variant in ("bad-apt-jupyter", "bad-apt-ssh"):
         assert records[variant]["result"] == "skipped", records[variant]
         assert records[variant]["error"] == "its base bad-apt was not built", records[variant]
+        assert f"SKIPPED {variant}: its base bad-apt was not built" in result.stderr
         assert f"{variant} started" not in result.stdout + result.stderr
+    assert builder_way.says in records["bad-apt"]["builder"] and records["bad-apt-ssh"]["builder"] is None
 
 
 def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
@@ -105,15 +118,15 @@ def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_a_stop_signal_stops_the_build_and_leaves_no_tag(api: docker.APIClient, private_base: str, tmp_path: Path,
-                                                        stop: signal.Signals) -> None:
+                                                        builder_way: BuilderWay, stop: signal.Signals) -> None:
     name = f"cancel-{uuid.uuid4().hex[:8]}"
     matrix_file, images = render(tmp_path, name)
     containers_before = {c["Id"] for c in api.containers(all=True)}
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "build.py"), "build", "--matrix", str(matrix_file), "--tag", "fail", "--images",
-         str(images), "--plain", "--no-cache", "--base-image", private_base, "--logs", str(tmp_path / "logs"),
-         "--report", str(tmp_path / "r.json")],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+         str(images), "--plain", "--no-cache", *builder_way.options, "--base-image", private_base, "--logs",
+         str(tmp_path / "logs"), "--report", str(tmp_path / "r.json")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=builder_way.env)
     lines = []
     for line in process.stdout:
         lines.append(line)
@@ -129,6 +142,20 @@ def test_a_stop_signal_stops_the_build_and_leaves_no_tag(api: docker.APIClient, 
     time.sleep(1)
     left = {c["Id"] for c in api.containers(all=True)} - containers_before
     assert left == set(), f"intermediate containers left behind: {left}"
+    assert builder_way.says in building_with(output), output[:500]
+    still_building = [cmd for cmd in command_lines() if f"fail-{name}" in cmd]
+    assert still_building == [], f"a docker CLI still builds after the stop: {still_building}"
+
+
+def command_lines() -> list[str]:
+    """The command line of every process on this machine."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            found.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:  # it ended meanwhile
+            continue
+    return found
 
 
 def test_jobs_2_builds_variants_side_by_side_after_their_base(cpu_build: EntryBuild) -> None:

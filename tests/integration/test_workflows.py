@@ -37,11 +37,21 @@ def runner_env(base_image: str, wheelhouse: Path, folder: Path, release: str = R
     answering from a folder of GitHub releases."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DOCKER_CONFIG")}
     (folder / "docker-config").mkdir()
+    # GitHub's hosted runners have the buildx plugin, which --builder buildkit uses: this machine's, from
+    # scripts/install-buildx.sh, is the runner's
+    plugins = docker_config() / "cli-plugins"
+    assert (plugins / "docker-buildx").is_file(), f"no buildx plugin in {plugins}: run scripts/install-buildx.sh"
+    (folder / "docker-config" / "cli-plugins").symlink_to(plugins)
     (folder / "bin").mkdir()
     (folder / "bin" / "gh").symlink_to(ROOT / "tests" / "integration" / "data" / "gh-releases")
     return {**env, "DOCKER_CONFIG": str(folder / "docker-config"), "GITHUB_REF_NAME": release, "GITHUB_RUN_ID": "4242",
             "TORCHIMAGES_BASE_IMAGE": base_image, "TORCHIMAGES_WHEELHOUSE": str(wheelhouse), "TORCHIMAGES_OFFLINE": "1",
             "PATH": f"{folder / 'bin'}:{env['PATH']}", "GH_RELEASES": str(github_releases or folder / "github-releases")}
+
+
+def docker_config() -> Path:
+    """This machine's docker config folder, found as the docker CLI finds it."""
+    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
 
 
 def cpu_matrix(folder: Path) -> Path:
@@ -145,12 +155,18 @@ def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_r
             assert remote is not None and remote.digest == image["digest"], (tag, image)
 
 
-def test_release_workflow_writes_no_credentials(release_run: tuple[WorkflowRun, Path]) -> None:
-    run, docker_config = release_run
+def test_release_workflow_writes_no_credentials(release_run: tuple[WorkflowRun, Path],
+                                               release_runner: ReleaseRunner) -> None:
+    run, config = release_run
     assert_all_ran(run)
-    # The BuildKit CLI keeps a random node ID there (.buildNodeID, buildx/.buildNodeID): no credential
-    written = [p.name for p in docker_config.rglob("*") if p.is_file() and p.name != ".buildNodeID"]
+    assert "building with BuildKit through" in "".join(s.output for s in run.steps), "the workflow did not use BuildKit"
+    # buildx keeps its own state there (buildx/: node ID, current builder, build refs); the plugins are the runner's
+    files = [p for p in config.rglob("*") if p.is_file() and not p.is_relative_to(config / "cli-plugins")]
+    written = [str(p.relative_to(config)) for p in files if not p.is_relative_to(config / "buildx")
+               and p.name != ".buildNodeID"]
     assert written == [], f"the push wrote into the docker config: {written}"
+    password = release_runner.registry.password.encode()
+    assert [str(p) for p in files if password in p.read_bytes()] == [], "the registry password is in the docker config"
 
 
 def test_the_first_release_has_no_previous_one_and_attaches_its_manifest(release_run: tuple[WorkflowRun, Path],

@@ -223,3 +223,46 @@ def test_the_failure_hint_reads_buildkit_errors_and_a_full_disk() -> None:
     full = BuildOutcome("img", "t", error="write /var/lib/docker/overlay2/x/diff/a.whl: no space left on device",
                         step="[internal] load build context")
     assert "disk is full" in failure_hint(full, None) and "docker builder prune" in failure_hint(full, None)
+
+
+# BuildKit 0.10 and newer (Docker 23+, buildx on GitHub's runners) word a failed command this way; this engine's
+# BuildKit is 0.8, so this stream is written after buildx's documented output, not recorded here.
+MODERN_FAILURE = """\
+#6 [builder 3/4] RUN echo about to fail; ls /nonexistent
+#6 0.312 about to fail
+#6 0.315 ls: cannot access '/nonexistent': No such file or directory
+#6 ERROR: process "/bin/sh -c echo about to fail; ls /nonexistent" did not complete successfully: exit code: 2
+------
+ > [builder 3/4] RUN echo about to fail; ls /nonexistent:
+0.315 ls: cannot access '/nonexistent': No such file or directory
+------
+ERROR: failed to solve: process "/bin/sh -c echo about to fail; ls /nonexistent" did not complete successfully: exit code: 2
+"""
+
+
+@pytest.mark.parametrize("stream", [FAILURE, MODERN_FAILURE], ids=["buildkit-0.8", "buildkit-0.10+"])
+def test_every_buildkit_names_the_failed_command_by_its_exit_code(stream: str) -> None:
+    from torchimages.engine import failure_hint, short_error
+
+    state, _ = read(stream)
+    assert state.outcome.step.endswith("RUN echo about to fail; ls /nonexistent"), state.outcome.step
+    assert short_error(state.outcome.error) == "the step's command exited with code 2", state.outcome.error
+    assert failure_hint(state.outcome, None).startswith("fix the failing command")
+    assert "ls: cannot access '/nonexistent'" in state.tail[-1]
+
+
+def test_the_classic_builder_error_is_shortened_alike_and_other_errors_are_kept() -> None:
+    from torchimages.engine import short_error
+
+    classic = "The command '/bin/bash -o pipefail -c set -eux;\n apt-get install -y x' returned a non-zero code: 100"
+    assert short_error(classic) == "the step's command exited with code 100"
+    kept = "failed to compute cache key: \"/x\" not found: not found"
+    assert short_error(kept) == kept
+
+
+def test_a_long_step_is_cut_in_the_message() -> None:
+    from torchimages.buildstage import STEP_SHOWN, shortened
+
+    assert shortened("Step 2/9 : RUN true") == "Step 2/9 : RUN true"
+    cut = shortened("Step 6/39 : RUN " + "x" * 500)
+    assert cut.endswith(" ...") and len(cut) == STEP_SHOWN + 4
