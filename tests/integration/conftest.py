@@ -199,6 +199,16 @@ def cpu_buildkit_build(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathF
 
 
 @pytest.fixture(scope="session")
+def cpu_docker_buildkit_build(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
+    """The CPU entry by BuildKit through Debian's 20.10 client (DOCKER_BUILDKIT=1: a docker config without the buildx
+    plugin), the way a machine with only Debian's docker.io builds."""
+    way = builder_ways(tmp_path_factory)["docker-buildkit"]
+    env = dict(cpu_build.env, DOCKER_CONFIG=way.env["DOCKER_CONFIG"])
+    return build_entry(cpu_build.spec, tmp_path_factory.mktemp("cpu-docker-buildkit"), *cpu_build.options,
+                       *way.options, env=env, release=f"{RELEASE}-dbk")
+
+
+@pytest.fixture(scope="session")
 def smoke_run(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
     return smoke_test(cpu_build, tmp_path_factory.mktemp("smoke"))
 

@@ -21,17 +21,28 @@ SAME_CONFIG = ("User", "Entrypoint", "Cmd", "Env", "WorkingDir", "ExposedPorts",
 RELEASE_LABELS = ("org.opencontainers.image.version", "org.opencontainers.image.base.name")
 
 
-@pytest.fixture(scope="module", params=["cpu", "cuda", "ngc"])
+# entry and how BuildKit was driven: buildx (scripts/install-buildx.sh, as on GitHub's runners) for every entry, and
+# Debian's 20.10 client with DOCKER_BUILDKIT=1 (no buildx plugin) for the CPU entry
+BUILDS = {"cpu": ("cpu", "buildkit", "(buildx)"), "cuda": ("cuda", "buildkit", "(buildx)"),
+          "ngc": ("ngc", "buildkit", "(buildx)"), "cpu-docker-buildkit": ("cpu", "docker_buildkit", "(DOCKER_BUILDKIT=1)")}
+
+
+@pytest.fixture(scope="module", params=list(BUILDS))
 def builds(request: pytest.FixtureRequest) -> tuple[EntryBuild, EntryBuild]:
     """An entry built by the classic builder and by BuildKit."""
-    return request.getfixturevalue(f"{request.param}_build"), request.getfixturevalue(f"{request.param}_buildkit_build")
+    entry, way, _ = BUILDS[request.param]
+    return request.getfixturevalue(f"{entry}_build"), request.getfixturevalue(f"{entry}_{way}_build")
 
 
-def test_buildkit_built_every_image_through_the_cli(builds: tuple[EntryBuild, EntryBuild]) -> None:
+def test_buildkit_built_every_image_through_the_cli(builds: tuple[EntryBuild, EntryBuild],
+                                                    request: pytest.FixtureRequest) -> None:
     buildkit = builds[1]
+    says = BUILDS[request.node.callspec.params["builds"]][2]
     assert {r["variant"]: r["result"] for r in buildkit.report["images"]} == dict.fromkeys(VARIANTS, "built")
     log = buildkit.result.stderr
     assert " step 1/" in log and "builder: RUN" in log, log[-3000:]  # BuildKit's stages lead its step lines
+    assert all(says in r["builder"] for r in buildkit.report["images"]), buildkit.report["images"][0]["builder"]
+    assert all("classic builder" in r["builder"] for r in builds[0].report["images"])
 
 
 def test_buildkit_images_pass_the_smoke_suite(builds: tuple[EntryBuild, EntryBuild], tmp_path: Path) -> None:
