@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import tarfile
 from dataclasses import dataclass, field
@@ -86,7 +87,10 @@ class Scan:
 def scan_layers(api: docker.APIClient, tag: str, secrets: tuple[bytes, ...]) -> Scan:
     """Every file of every exported layer (and the image config), searched for the secrets."""
     scan = Scan()
-    image = io.BytesIO(b"".join(api.get_image(tag)))
+    # its own client: the engine may take longer than the shared client's 30 s before the export's first bytes
+    exporter = docker.APIClient(base_url=os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), version="auto",
+                                timeout=900)
+    image = io.BytesIO(b"".join(exporter.get_image(tag)))
     with tarfile.open(fileobj=image) as outer:
         for member in outer.getmembers():
             if not member.isfile():

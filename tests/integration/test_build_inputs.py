@@ -5,9 +5,12 @@ image must keep neither the CA nor the mirror in its files."""
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
+import socket
 import ssl
+import struct
 import subprocess
 import threading
 import urllib.error
@@ -62,11 +65,25 @@ def write_simple_index(wheelhouse: Path, root: Path) -> None:
         page.write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
 
 
+def bridge_address(api: docker.APIClient) -> str:
+    """The host's address on the engine's default bridge, which containers reach. The network's IPAM config names
+    it, except when dockerd found the bridge's interface already set up (a restarted engine): then only the
+    interface has it."""
+    network = api.inspect_network("bridge")
+    gateway = network["IPAM"]["Config"][0].get("Gateway")
+    if gateway:
+        return gateway.split("/")[0]
+    interface = (network.get("Options") or {}).get("com.docker.network.bridge.name", "docker0")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:  # SIOCGIFADDR: the interface's IPv4 address
+        answer = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", interface.encode()[:15]))
+    return socket.inet_ntoa(answer[20:24])
+
+
 @pytest.fixture(scope="module")
 def index(api: docker.APIClient, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Index]:
     """The wheelhouse served over HTTPS on the engine's bridge address, with a CA made here."""
     folder = tmp_path_factory.mktemp("index")
-    address = api.inspect_network("bridge")["IPAM"]["Config"][0]["Gateway"]
+    address = bridge_address(api)
     ca, certificate, key = make_certificates(folder, address)
     write_simple_index(wheelhouse, folder / "www")
     served = Index(url="", ca=ca)
@@ -98,7 +115,7 @@ UPSTREAM = "http://deb.debian.org"  # the image's own sources; the mirror forwar
 @pytest.fixture(scope="module")
 def mirror(api: docker.APIClient) -> Iterator[Mirror]:
     """An apt mirror on the engine's bridge address that forwards to Debian's and logs what apt fetched."""
-    address = api.inspect_network("bridge")["IPAM"]["Config"][0]["Gateway"]
+    address = bridge_address(api)
     served = Mirror(url="")
 
     class Forward(BaseHTTPRequestHandler):
