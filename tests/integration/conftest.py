@@ -44,10 +44,10 @@ SECRET_TOKEN = "s3cr3t-index-token-4242"
 SECRET_PROXY_PASSWORD = "proxy-pa55word-4242"
 
 
-def engine_client() -> docker.APIClient | None:
+def engine_client(timeout: int = 30) -> docker.APIClient | None:
     try:
         client = docker.APIClient(base_url=os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), version="auto",
-                                  timeout=30)
+                                  timeout=timeout)
         client.ping()
     except Exception:
         return None
@@ -89,6 +89,7 @@ class BuilderWay:
     says: str
 
 
+@pytest.fixture(scope="session")
 def builder_ways(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BuilderWay]:
     """The classic builder; BuildKit through buildx (scripts/install-buildx.sh, as on GitHub's runners); BuildKit
     through Debian's 20.10 client with DOCKER_BUILDKIT=1, which is what a docker config without the plugin gives."""
@@ -101,8 +102,8 @@ def builder_ways(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BuilderW
 
 
 @pytest.fixture(scope="session", params=["classic", "buildx", "docker-buildkit"])
-def builder_way(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> BuilderWay:
-    way = builder_ways(tmp_path_factory)[request.param]
+def builder_way(request: pytest.FixtureRequest, builder_ways: dict[str, BuilderWay]) -> BuilderWay:
+    way = builder_ways[request.param]
     if way.name == "buildx":
         buildx = run(["docker", "buildx", "version"], timeout=60, env=way.env)
         assert buildx.returncode == 0, f"the docker CLI has no buildx plugin: run scripts/install-buildx.sh\n{buildx.stderr}"
@@ -199,10 +200,11 @@ def cpu_buildkit_build(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathF
 
 
 @pytest.fixture(scope="session")
-def cpu_docker_buildkit_build(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
+def cpu_docker_buildkit_build(cpu_build: EntryBuild, builder_ways: dict[str, BuilderWay],
+                              tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
     """The CPU entry by BuildKit through Debian's 20.10 client (DOCKER_BUILDKIT=1: a docker config without the buildx
     plugin), the way a machine with only Debian's docker.io builds."""
-    way = builder_ways(tmp_path_factory)["docker-buildkit"]
+    way = builder_ways["docker-buildkit"]
     env = dict(cpu_build.env, DOCKER_CONFIG=way.env["DOCKER_CONFIG"])
     return build_entry(cpu_build.spec, tmp_path_factory.mktemp("cpu-docker-buildkit"), *cpu_build.options,
                        *way.options, env=env, release=f"{RELEASE}-dbk")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import tarfile
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from dataclasses import dataclass, field
 import docker
 import pytest
 
-from .conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, run_in
+from .conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, engine_client, run_in
 
 
 @pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
@@ -88,8 +87,8 @@ def scan_layers(api: docker.APIClient, tag: str, secrets: tuple[bytes, ...]) -> 
     """Every file of every exported layer (and the image config), searched for the secrets."""
     scan = Scan()
     # its own client: the engine may take longer than the shared client's 30 s before the export's first bytes
-    exporter = docker.APIClient(base_url=os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), version="auto",
-                                timeout=900)
+    exporter = engine_client(timeout=900)
+    assert exporter is not None, "the engine stopped answering"
     image = io.BytesIO(b"".join(exporter.get_image(tag)))
     with tarfile.open(fileobj=image) as outer:
         for member in outer.getmembers():
