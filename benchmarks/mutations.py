@@ -102,6 +102,11 @@ MUTATIONS = [
              "torch wheels sent to every build"),
     Mutation("torchimages/buildinputs.py", '            args["OFFLINE"] = "1"\n', "            pass\n",
              "--offline not passed to the build"),
+    # build failure messages (engine.py, buildstage.py)
+    Mutation("torchimages/engine.py", 'did not complete successfully: exit code: (\\d+)$', "did not finish: exit code: (\\d+)$",
+             "BuildKit 0.10+'s failed command not recognised"),
+    Mutation("torchimages/buildstage.py", 'return step if len(step) <= limit else', "return step if True else",
+             "a long failed step shown whole"),
     # templates and the files they copy
     Mutation("templates/partials/base-wheels.j2", "grep -iE '^(torch|torchvision|", "grep -iE '^(torchvision|",
              "constraint file without torch"),
