@@ -34,6 +34,12 @@ def test_python_without_a_wheel() -> None:
     assert "nearest that exist: Python 3.10, 3.11, 3.12 with torch 2.3.1 cu121; torch 2.5.0 cu121 with Python 3.13" in message
 
 
+def test_cpu_python_without_a_wheel() -> None:
+    message = only(problems_of(HEAD + '  - {flavor: cpu, torch: "2.13.0", python: "3.9"}\n'))
+    assert message.startswith("matrix.yaml:3: images[0]: field 'python':")
+    assert "torch 2.13.0 has no wheel for Python 3.9; it has wheels for: 3.10, 3.11, 3.12" in message
+
+
 def test_unknown_torch_release() -> None:
     message = only(problems_of(HEAD + '  - {flavor: cpu, torch: "1.13", python: "3.11"}\n'))
     assert "field 'torch': no torch release '1.13' is known; known releases: 2.0.0," in message
