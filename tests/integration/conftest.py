@@ -54,6 +54,13 @@ def engine_client(timeout: int = 30) -> docker.APIClient | None:
     return client
 
 
+def pytest_report_header() -> str:
+    """The free disk at the start, in the first lines of a run: a full disk fails pushes and builds late and far from
+    its cause (scripts/free-disk.sh makes room under .ci/run)."""
+    where = [Path(p) for p in ("/var/lib/docker", "/tmp") if Path(p).exists()]
+    return "disk free: " + ", ".join(f"{p} {shutil.disk_usage(p).free / 2**30:.0f} GB" for p in where)
+
+
 @pytest.fixture(scope="session")
 def api() -> docker.APIClient:
     client = engine_client()

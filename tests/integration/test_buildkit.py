@@ -6,6 +6,7 @@ carries the secrets)."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import docker
@@ -28,10 +29,15 @@ BUILDS = {"cpu": ("cpu", "buildkit", "(buildx)"), "cuda": ("cuda", "buildkit", "
 
 
 @pytest.fixture(scope="module", params=list(BUILDS))
-def builds(request: pytest.FixtureRequest) -> tuple[EntryBuild, EntryBuild]:
-    """An entry built by the classic builder and by BuildKit."""
+def builds(request: pytest.FixtureRequest, api: docker.APIClient) -> Iterator[tuple[EntryBuild, EntryBuild]]:
+    """An entry built by the classic builder and by BuildKit. A CUDA-sized entry's BuildKit images serve only this
+    module: they are removed once compared, so that the session does not hold two copies of each (6 GB apiece) beside
+    the registries that later modules fill. The CPU ones stay for the secrets test below."""
     entry, way, _ = BUILDS[request.param]
-    return request.getfixturevalue(f"{entry}_build"), request.getfixturevalue(f"{entry}_{way}_build")
+    classic, buildkit = request.getfixturevalue(f"{entry}_build"), request.getfixturevalue(f"{entry}_{way}_build")
+    yield classic, buildkit
+    for tag in buildkit.tags.values() if entry in ("cuda", "ngc") else ():
+        api.remove_image(tag, force=True)
 
 
 def test_buildkit_built_every_image_through_the_cli(builds: tuple[EntryBuild, EntryBuild],
