@@ -19,6 +19,7 @@ from .test_build_cpu import scan_layers
 
 VARIANTS = ("base", "jupyter", "ssh")
 SAME_CONFIG = ("User", "Entrypoint", "Cmd", "Env", "WorkingDir", "ExposedPorts", "Healthcheck")
+KEPT_CACHE = 4 * 2**30
 RELEASE_LABELS = ("org.opencontainers.image.version", "org.opencontainers.image.base.name")
 
 
@@ -26,6 +27,14 @@ RELEASE_LABELS = ("org.opencontainers.image.version", "org.opencontainers.image.
 # Debian's 20.10 client with DOCKER_BUILDKIT=1 (no buildx plugin) for the CPU entry
 BUILDS = {"cpu": ("cpu", "buildkit", "(buildx)"), "cuda": ("cuda", "buildkit", "(buildx)"),
           "ngc": ("ngc", "buildkit", "(buildx)"), "cpu-docker-buildkit": ("cpu", "docker_buildkit", "(DOCKER_BUILDKIT=1)")}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def build_cache_trimmed(api: docker.APIClient) -> Iterator[None]:
+    """BuildKit's cache keeps the CUDA and ngc layers after their images are gone (12 GB measured at the session's
+    end): trimmed to the most recently used few GB, the CPU entry's, which the release workflow tests build again."""
+    yield
+    api.prune_builds(keep_storage=KEPT_CACHE)
 
 
 @pytest.fixture(scope="module", params=list(BUILDS))
