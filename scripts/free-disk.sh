@@ -4,9 +4,9 @@
 # that setup made (torchimages/*: debootstrap and CUDA bases, slow to make again), then check that
 # enough is free. A CI machine can start with an earlier session's engine state and only a few GB
 # free; pushes then fail late with "no space left on device" instead of here, early and clearly.
-#   usage: free-disk.sh [GB needed]   (default: TORCHIMAGES_TEST_DISK_GB or 45)
+#   usage: free-disk.sh [GB needed]   (default: TORCHIMAGES_TEST_DISK_GB or 50; a whole session here peaked at 48 GB)
 set -euo pipefail
-need_gb=${1:-${TORCHIMAGES_TEST_DISK_GB:-45}}
+need_gb=${1:-${TORCHIMAGES_TEST_DISK_GB:-50}}
 root=$(docker info --format '{{.DockerRootDir}}')
 free_gb() { df -Pk "$1" | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
 
