@@ -45,8 +45,9 @@ def builds(request: pytest.FixtureRequest, api: docker.APIClient) -> Iterator[tu
     entry, way, _ = BUILDS[request.param]
     classic, buildkit = request.getfixturevalue(f"{entry}_build"), request.getfixturevalue(f"{entry}_{way}_build")
     yield classic, buildkit
-    for tag in buildkit.tags.values() if entry in ("cuda", "ngc") else ():
-        api.remove_image(tag, force=True)
+    if entry in ("cuda", "ngc"):
+        for tag in buildkit.tags.values():
+            api.remove_image(tag, force=True)
 
 
 def test_buildkit_built_every_image_through_the_cli(builds: tuple[EntryBuild, EntryBuild],
