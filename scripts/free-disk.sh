@@ -1,18 +1,33 @@
 #!/usr/bin/env bash
-# Make room on the engine's disk before the test session: remove what earlier sessions left behind
-# (the images the tests tag, dangling layers, stopped containers, the build cache), keep the bases
-# that setup made (torchimages/*: debootstrap and CUDA bases, slow to make again), then check that
-# enough is free. A CI machine can start with an earlier session's engine state and only a few GB
-# free; pushes then fail late with "no space left on device" instead of here, early and clearly.
-#   usage: free-disk.sh [GB needed]   (default: TORCHIMAGES_TEST_DISK_GB or 50; a whole session here peaked at 48 GB)
+# Make room on the disks the test session writes to before it starts: remove what earlier sessions left behind
+# (the images the tests tag, dangling layers, stopped containers, the build cache, pytest's folders), keep the
+# bases that setup made (torchimages/*: debootstrap and CUDA bases, slow to make again), then check that every
+# folder the tests write to has room for what a session was measured to hold there at its peak, plus a margin. A CI
+# machine can start with an earlier session's engine state and only a few GB free; builds and pushes then fail late
+# with "no space left on device" instead of here, early and clearly.
+#   usage: free-disk.sh [GB needed in all]   (default: TORCHIMAGES_TEST_DISK_GB, else the measured peak + margin)
 set -euo pipefail
-need_gb=${1:-${TORCHIMAGES_TEST_DISK_GB:-50}}
+cd "$(dirname "$0")/.."
+
+# What a whole session (.ci/run on a fresh clone, 2 cores) held above its start at its peak, by where it writes:
+# the last lines of every test run print these (tests/conftest.py: "time and disk per test module"); update them
+# when a change moves them. The .cache share is the CUDA wheelhouse a session downloads when it is missing.
+engine_gb=14      # the engine's data root: images, containers, BuildKit's cache
+temp_gb=3         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
+cache_gb=3        # the checkout's .cache: .cache/wheelhouse-cu121 (2.8 GB) when it is not there yet
+margin_pct=25     # on top of the peak: the disk is shared, and a session's peak moves with what it builds
+
 root=$(docker info --format '{{.DockerRootDir}}')
+temp=${TMPDIR:-/tmp}
+cache=${PWD}/.cache
+mkdir -p "${cache}"
+[ -d "${cache}/wheelhouse-cu121" ] && cache_gb=0
 free_gb() { df -Pk "$1" | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
+mount_of() { df -P "$1" | awk 'NR == 2 { print $6 }'; }
 
 echo "disk: ${root}: $(free_gb "${root}") GB free before; removing what earlier test sessions left"
 # Tags the test suite makes: the matrix's registry and its test registries, probe and broken images.
-leftover='^(registry\.example\.com/|127\.0\.0\.1:[0-9]+/|localhost/|torchimages-broken:|torchimages-test[:/])'
+leftover='^(registry\.example\.com/|127\.0\.0\.1:[0-9]+/|localhost/|torchimages-broken:|torchimages-test[:/]|torchimages/ngc-shaped:)'
 # An image pulled or pushed by digest has no tag: it goes by repository@digest.
 mapfile -t tags < <(docker images --digests --format '{{.Repository}} {{.Tag}} {{.Digest}}' \
     | pattern=${leftover} awk '$1 ":" $2 ~ ENVIRON["pattern"] { print ($2 == "<none>") ? $1 "@" $3 : $1 ":" $2 }')
@@ -22,13 +37,37 @@ if [ "${#tags[@]}" -gt 0 ]; then
 fi
 docker image prune -f > /dev/null
 docker builder prune -af > /dev/null 2>&1
-rm -rf /tmp/ctx-* /tmp/pytest-of-"$(id -un)"
+rm -rf "${temp}"/ctx-* "${temp}/pytest-of-$(id -un)"
+echo "disk: ${#tags[@]} leftover tags removed"
 
-free=$(free_gb "${root}")
-echo "disk: ${root}: ${free} GB free after (${#tags[@]} leftover tags removed)"
-if [ "${free}" -lt "${need_gb}" ]; then
-    echo "disk: FAILED: the test session needs about ${need_gb} GB free on ${root}, there are ${free} GB." >&2
-    echo "disk: what is still there: docker system df; docker images" >&2
+# Each filesystem must hold the shares of the folders on it, plus the margin.
+declare -A need_on=() folders_on=()
+share() {
+    local mount
+    mount=$(mount_of "$1")
+    need_on[${mount}]=$(( ${need_on[${mount}]:-0} + $2 ))
+    folders_on[${mount}]="${folders_on[${mount}]:-}${folders_on[${mount}]:+, }$1 (${2} GB)"
+}
+share "${root}" "${engine_gb}"
+share "${temp}" "${temp_gb}"
+share "${cache}" "${cache_gb}"
+peak_gb=$(( engine_gb + temp_gb + cache_gb ))
+total_override=${1:-${TORCHIMAGES_TEST_DISK_GB:-}}
+failed=0
+for mount in "${!need_on[@]}"; do
+    need=$(( (need_on[${mount}] * (100 + margin_pct) + 99) / 100 ))
+    [ -n "${total_override}" ] && need=${total_override}
+    free=$(free_gb "${mount}")
+    echo "disk: ${mount}: ${free} GB free; the session needs ${need} GB there: its measured peak ${folders_on[${mount}]}" \
+         "+ ${margin_pct} %${total_override:+ (overridden: ${total_override} GB)}"
+    if [ "${free}" -lt "${need}" ]; then
+        echo "disk: FAILED: the test session needs about ${need} GB free on ${mount}, there are ${free} GB." >&2
+        failed=1
+    fi
+done
+echo "disk: a whole session was measured at ${peak_gb} GB above its start at its peak"
+if [ "${failed}" -ne 0 ]; then
+    echo "disk: what is still there: docker system df" >&2
     docker system df >&2 || true
     exit 1
 fi

@@ -1,44 +1,91 @@
 #!/usr/bin/env bash
-# Make an NGC-shaped base image for tests on machines that cannot pull nvcr.io/nvidia/pytorch: the
-# local CUDA base (scripts/make-cuda-base-image.sh) with torch and its CUDA libraries installed the
-# way NGC ships them: into the system Python (no venv; `python` is python3; pip may install into it),
-# and the NGC environment the template reads (NVIDIA_PYTORCH_VERSION, PYTORCH_VERSION, CUDNN_VERSION,
-# NCCL_VERSION). torch comes from a wheelhouse mounted read-only, so no wheel stays in a layer.
+# Make an NGC-shaped base image for tests on machines that cannot pull nvcr.io/nvidia/pytorch, from a cuda-flavor
+# image this project built (torch and its CUDA libraries in /opt/venv, e.g. the cu121 entry's base image): torch is
+# not installed again. The image is that one with its layers shared (no second copy of the 5 GB environment) and
+# the NGC shape on top: torch in the system Python (`python` is python3; pip may install into it; torch's packages
+# are linked into /usr/local/lib/python3.X/dist-packages, where NGC's are), no venv on PATH, root, no entrypoint,
+# a user with UID 1000 (NGC's Ubuntu 24.04 has "ubuntu"), none of this project's own files, and the NGC
+# environment the template reads (NVIDIA_PYTORCH_VERSION, PYTORCH_VERSION, CUDNN_VERSION, NCCL_VERSION).
 # Unlike NGC, it is Debian (not Ubuntu) and its CUDA libraries are torch's wheels (not /usr/local/cuda).
-#   scripts/make-ngc-shaped-base.sh IMAGE WHEELHOUSE RELEASE TORCH_VERSION [FROM_IMAGE]
-#   e.g. scripts/make-ngc-shaped-base.sh torchimages/ngc-shaped:test .cache/wheelhouse-cu121 test 2.3.1
+# An existing IMAGE is reused only when it was made from this TORCH_IMAGE (its label says which).
+#   scripts/make-ngc-shaped-base.sh IMAGE TORCH_IMAGE RELEASE
+#   e.g. scripts/make-ngc-shaped-base.sh torchimages/ngc-shaped:test \
+#            registry.example.com/ml/pytorch:it-torch2.3.1-cu121-cudnn8.9-py3.11 test
 set -euo pipefail
-usage="usage: make-ngc-shaped-base.sh IMAGE WHEELHOUSE RELEASE TORCH_VERSION [FROM_IMAGE]"
+usage="usage: make-ngc-shaped-base.sh IMAGE TORCH_IMAGE RELEASE"
 image=${1:?${usage}}
-wheelhouse=$(realpath "${2:?${usage}}")
+from=${2:?${usage}}
 release=${3:?${usage}}
-torch=${4:?${usage}}
-from=${5:-torchimages/cuda:12.1.1-base-debian12}
-if docker image inspect "${image}" > /dev/null 2>&1; then
-    echo "ngc-shaped base: ${image} exists; reusing it"
+made_from_label=io.torchimages.test.made-from
+from_id=$(docker image inspect -f '{{.Id}}' "${from}" 2> /dev/null) || {
+    echo "ngc-shaped base: FAILED: ${from} is missing (build the cu121 entry first)" >&2; exit 1; }
+if [ "$(docker image inspect -f "{{index .Config.Labels \"${made_from_label}\"}}" "${image}" 2> /dev/null)" = "${from_id}" ]; then
+    echo "ngc-shaped base: ${image} exists, made from ${from}; reusing it"
     exit 0
 fi
-docker image inspect "${from}" > /dev/null 2>&1 || { echo "ngc-shaped base: FAILED: ${from} is missing (scripts/make-cuda-base-image.sh)" >&2; exit 1; }
 started=$(date +%s)
-container=$(docker create -v "${wheelhouse}:/wheels:ro" "${from}" bash -euc "
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends ca-certificates python3 python3-pip python3-dev python-is-python3
-    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /usr/lib/python3*/EXTERNALLY-MANAGED
-    pip install -q --no-cache-dir --no-index --find-links /wheels 'torch==${torch}' numpy
-    python -c 'import torch; print(\"NGC_FACTS\", torch.__version__, torch.version.cuda)'
-    pip list --format=freeze | grep -E '^nvidia-(cudnn|nccl)-' | sed 's/^/NGC_FACTS /'
-")
+# The facts NGC states in its environment, read from the torch image's own environment first.
+read -r version cudnn nccl < <(docker run --rm --entrypoint /opt/venv/bin/python "${from}" -c '
+import importlib.metadata as m, torch
+found = {d.metadata["Name"].lower(): d.version for d in m.distributions()}
+pick = lambda prefix: next(v for n, v in sorted(found.items()) if n.startswith(prefix))
+print(torch.__version__, pick("nvidia-cudnn-cu"), pick("nvidia-nccl-cu"))' 2> /dev/null) || {
+    echo "ngc-shaped base: FAILED: ${from} has no torch with nvidia-cudnn-cu* and nvidia-nccl-cu* in /opt/venv" >&2; exit 1; }
+[ -n "${nccl:-}" ] || { echo "ngc-shaped base: FAILED: could not read torch, cuDNN and NCCL from ${from}" >&2; exit 1; }
 log=$(mktemp)
-trap 'docker rm -f "${container}" > /dev/null 2>&1 || true; rm -f "${log}"' EXIT
-docker start -a "${container}" > "${log}" 2>&1 || { echo "ngc-shaped base: FAILED; last lines:" >&2; tail -20 "${log}" >&2; exit 1; }
-version=$(sed -n 's/^NGC_FACTS \([^ ]*\) .*/\1/p' "${log}")   # torch.__version__, as NGC's PYTORCH_VERSION holds it
-cudnn=$(sed -n 's/^NGC_FACTS nvidia-cudnn-[a-z0-9]*==//p' "${log}")
-nccl=$(sed -n 's/^NGC_FACTS nvidia-nccl-[a-z0-9]*==//p' "${log}")
-docker commit \
-    --change "ENV NVIDIA_PYTORCH_VERSION=${release} PYTORCH_VERSION=${version} PYTORCH_BUILD_VERSION=${version} CUDNN_VERSION=${cudnn} NCCL_VERSION=${nccl} PYTHONIOENCODING=utf-8" \
-    --change "LABEL org.opencontainers.image.title=\"NGC-shaped base for tests (torch ${torch}, release ${release})\"" \
-    --change 'CMD ["/bin/bash"]' \
-    "${container}" "${image}" > /dev/null
-echo "ngc-shaped base: ${image} made FROM ${from}: torch ${version}, cuDNN ${cudnn}, NCCL ${nccl}," \
-     "$(docker image inspect -f '{{.Size}}' "${image}") bytes, $(( $(date +%s) - started )) s"
+trap 'rm -f "${log}"' EXIT
+# The classic builder (DOCKER_BUILDKIT=0) needs no buildx plugin and pulls nothing: FROM is local.
+DOCKER_BUILDKIT=0 docker build --tag "${image}" --build-arg "FROM_IMAGE=${from}" --build-arg "FROM_ID=${from_id}" \
+    --build-arg "RELEASE=${release}" --build-arg "VERSION=${version}" --build-arg "CUDNN=${cudnn}" \
+    --build-arg "NCCL=${nccl}" - > "${log}" 2>&1 << 'DOCKERFILE' || {
+ARG FROM_IMAGE
+# hadolint ignore=DL3006
+FROM ${FROM_IMAGE}
+ARG FROM_ID
+ARG RELEASE
+ARG VERSION
+ARG CUDNN
+ARG NCCL
+USER 0:0
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# PATH without the venv; what pointed into this project's files is emptied (an ENV cannot be removed).
+ENV PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    VIRTUAL_ENV= \
+    PIP_CONSTRAINT= \
+    NVIDIA_PYTORCH_VERSION=${RELEASE} \
+    PYTORCH_VERSION=${VERSION} \
+    PYTORCH_BUILD_VERSION=${VERSION} \
+    CUDNN_VERSION=${CUDNN} \
+    NCCL_VERSION=${NCCL} \
+    PYTHONIOENCODING=utf-8
+RUN set -eux; \
+    export DEBIAN_FRONTEND=noninteractive; \
+    apt-get update -q; \
+    apt-get install -y -q --no-install-recommends python3-pip python-is-python3; \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /usr/lib/python3*/EXTERNALLY-MANAGED; \
+    rm -rf /etc/pip/torchimages-constraints.txt /etc/torchimages /usr/local/bin/image-doctor \
+        /usr/local/bin/torchimages-entrypoint /workspace; \
+    usermod --login ubuntu --move-home --home /home/ubuntu "$(getent passwd 1000 | cut -d: -f1)"; \
+    groupmod --new-name ubuntu "$(getent group 1000 | cut -d: -f1)"; \
+    venv=$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))'); \
+    system=$(python -c 'import site; print(site.getsitepackages()[0])'); \
+    mkdir -p "${system}"; \
+    for entry in "${venv}"/*; do \
+        case "${entry##*/}" in \
+            pip|pip-*|setuptools|setuptools-*|pkg_resources|_distutils_hack|*.pth|__pycache__) ;; \
+            *) ln -s "${entry}" "${system}/" ;; \
+        esac; \
+    done; \
+    cd /; \
+    python -c 'import sys, torch; print(torch.__version__, torch.__file__); \
+sys.exit(0 if torch.__file__.startswith(sys.argv[1]) else "torch is not in the system Python")' "${system}"; \
+    python -m pip list --format=freeze | grep -E '^(torch|nvidia-cudnn-cu[0-9]+|nvidia-nccl-cu[0-9]+)=='
+WORKDIR /
+ENTRYPOINT []
+CMD ["/bin/bash"]
+LABEL org.opencontainers.image.title="NGC-shaped base for tests (torch ${VERSION}, release ${RELEASE})" \
+      io.torchimages.test.made-from="${FROM_ID}"
+DOCKERFILE
+    echo "ngc-shaped base: FAILED; last lines:" >&2; tail -20 "${log}" >&2; exit 1; }
+echo "ngc-shaped base: ${image} made FROM ${from} (its layers shared): torch ${version}, cuDNN ${cudnn}," \
+     "NCCL ${nccl}, $(( $(date +%s) - started )) s"

@@ -130,13 +130,19 @@ def handle_line(raw: str, image: str, state: StreamState, emit: EventSink) -> No
     emit(StageEvent(image, "log", line))
 
 
+# Seconds a docker CLI has to cancel its build after SIGINT before its process group is killed.
+STOP_GRACE = 20.0
+
+
 class BuildKitBuilder:
     """Builds through a BuildKit-capable docker CLI; the same outcomes and events as the classic builder."""
 
-    def __init__(self, engine: Engine, cli: BuildKitCli | None = None) -> None:
+    def __init__(self, engine: Engine, cli: BuildKitCli | None = None, *, stop_grace: float = STOP_GRACE) -> None:
         self.engine = engine
         self.cli = cli or find_cli()
+        self.stop_grace = stop_grace
         self.running: dict[str, subprocess.Popen[str]] = {}
+        self._interrupted: set[int] = set()
         self._lock = threading.Lock()
 
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str], emit: EventSink,
@@ -183,11 +189,12 @@ class BuildKitBuilder:
             for raw in process.stdout:
                 handle_line(raw, image, state, emit)
                 if cancel.is_set():
-                    interrupt(process)
+                    self._interrupt(process)
             return process.wait()
         finally:
             with self._lock:
                 self.running.pop(image, None)
+                self._interrupted.discard(process.pid)
 
     def describe(self) -> str:
         return f"BuildKit through {self.cli.describe()}"
@@ -197,7 +204,19 @@ class BuildKitBuilder:
         with self._lock:
             processes = list(self.running.values())
         for process in processes:
-            interrupt(process)
+            self._interrupt(process)
+
+    def _interrupt(self, process: subprocess.Popen[str]) -> None:
+        """SIGINT to the CLI's process group, as Ctrl-C in a terminal would send it, once; a CLI still running
+        `stop_grace` seconds later is killed with its group. A process started in the background by a script
+        (`cmd &`, nohup) inherits SIGINT ignored, and such a CLI would otherwise build on and be waited for forever;
+        BuildKit cancels a build whose client goes away."""
+        with self._lock:
+            if process.pid in self._interrupted:
+                return
+            self._interrupted.add(process.pid)
+        signal_group(process, signal.SIGINT)
+        threading.Thread(target=kill_after, args=(process, self.stop_grace), name="buildkit-stop", daemon=True).start()
 
 
 def as_secret(buildargs: dict[str, str], path: Path) -> tuple[dict[str, str], list[str]]:
@@ -219,7 +238,13 @@ def as_secret(buildargs: dict[str, str], path: Path) -> tuple[dict[str, str], li
     return kept, [f"--secret=id=build-env,src={path}"]
 
 
-def interrupt(process: subprocess.Popen[str]) -> None:
-    """SIGINT to the CLI's process group, as Ctrl-C in a terminal would send it."""
+def signal_group(process: subprocess.Popen[str], number: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGINT)
+        os.killpg(process.pid, number)
+
+
+def kill_after(process: subprocess.Popen[str], grace: float) -> None:
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        signal_group(process, signal.SIGKILL)

@@ -7,6 +7,7 @@ debootstrap, torch and the rest from a local wheelhouse (offline), the way CI ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -15,7 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,27 @@ SECRET_TOKEN = "s3cr3t-index-token-4242"
 SECRET_PROXY_PASSWORD = "proxy-pa55word-4242"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--compare-builders", action="store_true",
+                     help="also build the CUDA entry and the ngc flavor with the classic builder and compare them with "
+                          "BuildKit's builds (test_buildkit.py; about 10 minutes and 12 GB more)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "compare_builders: runs only with --compare-builders (a CUDA-sized image "
+                                       "built by both builders)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --compare-builders, the CUDA-sized builder comparisons are deselected (counted as such), not skipped."""
+    if config.getoption("--compare-builders"):
+        return
+    opted_in = [item for item in items if item.get_closest_marker("compare_builders")]
+    if opted_in:
+        config.hook.pytest_deselected(items=opted_in)
+        items[:] = [item for item in items if item not in opted_in]
+
+
 def engine_client(timeout: int = 30) -> docker.APIClient | None:
     try:
         client = docker.APIClient(base_url=os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), version="auto",
@@ -61,12 +83,26 @@ def pytest_report_header() -> str:
     return "disk free: " + ", ".join(f"{p} {shutil.disk_usage(p).free / 2**30:.0f} GB" for p in where)
 
 
+def cli_reaches_an_engine() -> bool:
+    """Whether the docker CLI gets an answer from an engine (it may find one the SDK does not)."""
+    try:
+        return subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, timeout=30,
+                              check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 @pytest.fixture(scope="session")
 def api() -> docker.APIClient:
+    """The engine. Integration tests skip only where no engine answers at all and CI is unset."""
     client = engine_client()
     if client is None:
+        address = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        if cli_reaches_an_engine():
+            pytest.fail(f"the docker CLI reaches an engine, the Docker SDK does not at {address}: set DOCKER_HOST")
         if os.environ.get("CI"):
-            pytest.fail("CI is set but no Docker engine answers: .ci/run must start one (scripts/start-engine.sh)")
+            pytest.fail(f"CI is set but no Docker engine answers at {address}: .ci/run must start one "
+                        "(scripts/start-engine.sh)")
         pytest.skip("no Docker engine answers and CI is unset")
     return client
 
@@ -194,16 +230,16 @@ def smoke_test(build: EntryBuild, folder: Path) -> tuple[subprocess.CompletedPro
 def cpu_build(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
     """Build the CPU entry with both variants, as CI does, with secrets in the pip index URL and proxy."""
     env = dict(os.environ, HTTPS_PROXY=f"http://builder:{SECRET_PROXY_PASSWORD}@127.0.0.1:9")
-    return build_entry(entry_spec(CPU_ENTRY), tmp_path_factory.mktemp("cpu-build"), "--base-image", base_image,
-                       "--wheelhouse", str(wheelhouse), "--offline",
-                       "--pip-index-url", f"https://ci:{SECRET_TOKEN}@pypi.invalid/simple", env=env)
+    return kept(lambda: build_entry(entry_spec(CPU_ENTRY), tmp_path_factory.mktemp("cpu-build"), "--base-image",
+                                    base_image, "--wheelhouse", str(wheelhouse), "--offline",
+                                    "--pip-index-url", f"https://ci:{SECRET_TOKEN}@pypi.invalid/simple", env=env))
 
 
 @pytest.fixture(scope="session")
 def cpu_buildkit_build(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
     """The CPU entry again, built by BuildKit from the same inputs under a release of its own (issue 14)."""
-    return build_entry(cpu_build.spec, tmp_path_factory.mktemp("cpu-buildkit"), *cpu_build.options,
-                       "--builder", "buildkit", env=cpu_build.env, release=f"{RELEASE}-bk")
+    return kept(lambda: build_entry(cpu_build.spec, tmp_path_factory.mktemp("cpu-buildkit"), *cpu_build.options,
+                                    "--builder", "buildkit", env=cpu_build.env, release=f"{RELEASE}-bk"))
 
 
 @pytest.fixture(scope="session")
@@ -213,8 +249,8 @@ def cpu_docker_buildkit_build(cpu_build: EntryBuild, builder_ways: dict[str, Bui
     plugin), the way a machine with only Debian's docker.io builds."""
     way = builder_ways["docker-buildkit"]
     env = dict(cpu_build.env, DOCKER_CONFIG=way.env["DOCKER_CONFIG"])
-    return build_entry(cpu_build.spec, tmp_path_factory.mktemp("cpu-docker-buildkit"), *cpu_build.options,
-                       *way.options, env=env, release=f"{RELEASE}-dbk")
+    return kept(lambda: build_entry(cpu_build.spec, tmp_path_factory.mktemp("cpu-docker-buildkit"),
+                                    *cpu_build.options, *way.options, env=env, release=f"{RELEASE}-dbk"))
 
 
 @pytest.fixture(scope="session")
@@ -250,55 +286,74 @@ def cuda_base_image(base_image: str) -> str:
     return image
 
 
-@pytest.fixture(scope="session")
+def removed_at_the_end(api: docker.APIClient, build: EntryBuild) -> Iterator[EntryBuild]:
+    """A CUDA-sized build (about 6 GB) lives as long as the module that asked for it: its images go when the module
+    ends, so that the session holds one at a time."""
+    yield build
+    for tag in build.tags.values():
+        with contextlib.suppress(docker.errors.NotFound):
+            api.remove_image(tag, force=True)
+
+
+@pytest.fixture(scope="module")
 def cuda_build(api: docker.APIClient, cuda_base_image: str, cuda_wheelhouse: Path,
-               tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
-    return build_entry(entry_spec(CUDA_ENTRY), tmp_path_factory.mktemp("cuda-build"), "--base-image", cuda_base_image,
-                       "--wheelhouse", str(cuda_wheelhouse), "--offline")
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
+    """The CUDA entry with BuildKit, as the release workflow builds it: the one CUDA-sized build of a session."""
+    yield from removed_at_the_end(api, build_entry(
+        entry_spec(CUDA_ENTRY), tmp_path_factory.mktemp("cuda-build"), "--base-image", cuda_base_image,
+        "--wheelhouse", str(cuda_wheelhouse), "--offline", "--builder", "buildkit"))
 
 
-@pytest.fixture(scope="session")
-def cuda_buildkit_build(cuda_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
-    """The CUDA entry again, built by BuildKit from the same inputs under a release of its own (issue 14)."""
-    return build_entry(cuda_build.spec, tmp_path_factory.mktemp("cuda-buildkit"), *cuda_build.options,
-                       "--builder", "buildkit", env=cuda_build.env, release=f"{RELEASE}-bk")
+@pytest.fixture(scope="module")
+def cuda_classic_build(api: docker.APIClient, cuda_build: EntryBuild,
+                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
+    """The CUDA entry again, by the classic builder from the same inputs under a release of its own (only with
+    --compare-builders)."""
+    options = tuple(o for o in cuda_build.options if o not in ("--builder", "buildkit"))
+    yield from removed_at_the_end(api, build_entry(cuda_build.spec, tmp_path_factory.mktemp("cuda-classic"), *options,
+                                                   env=cuda_build.env, release=f"{RELEASE}-classic"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cuda_smoke(cuda_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
     return smoke_test(cuda_build, tmp_path_factory.mktemp("cuda-smoke"))
 
 
-# --- the ngc flavor, on an NGC-shaped base made from the same wheels --------------------------------------
+# --- the ngc flavor, on an NGC-shaped base made from the CUDA entry's image --------------------------------
 
 def ngc_env() -> dict[str, str]:
     return dict(os.environ, TORCHIMAGES_EXTRA_COMPAT=str(NGC_COMPAT))
 
 
-@pytest.fixture(scope="session")
-def ngc_base_image(cuda_base_image: str, cuda_wheelhouse: Path) -> str:
-    """The NGC-shaped base that the test-only compat row (data/ngc-shaped.compat.yaml) describes."""
+@pytest.fixture(scope="module")
+def ngc_base_image(api: docker.APIClient, cuda_build: EntryBuild) -> Iterator[str]:
+    """The NGC-shaped base that the test-only compat row (data/ngc-shaped.compat.yaml) describes, made from the CUDA
+    entry's base image: its torch and CUDA libraries are that image's layers, not installed a second time."""
     row = yaml.safe_load(NGC_COMPAT.read_text())["ngc"][0]
-    script("make-ngc-shaped-base.sh", row["image"], str(cuda_wheelhouse), row["release"], row["pytorch"].split("+")[0],
-           cuda_base_image, timeout=1800)
-    return row["image"]
+    script("make-ngc-shaped-base.sh", row["image"], cuda_build.tags["base"], row["release"], timeout=900)
+    yield row["image"]
+    with contextlib.suppress(docker.errors.NotFound):
+        api.remove_image(row["image"], force=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ngc_build(api: docker.APIClient, ngc_base_image: str, cuda_wheelhouse: Path,
-              tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
-    env = ngc_env()
+              tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
+    """The ngc flavor with BuildKit, as the release workflow builds every entry."""
     spec = entry_spec_with(NGC_MATRIX, NGC_COMPAT)
-    return build_entry(spec, tmp_path_factory.mktemp("ngc-build"), "--wheelhouse", str(cuda_wheelhouse), "--offline",
-                       matrix_file=NGC_MATRIX, env=env)
+    yield from removed_at_the_end(api, build_entry(
+        spec, tmp_path_factory.mktemp("ngc-build"), "--wheelhouse", str(cuda_wheelhouse), "--offline", "--builder",
+        "buildkit", matrix_file=NGC_MATRIX, env=ngc_env()))
 
 
-@pytest.fixture(scope="session")
-def ngc_buildkit_build(ngc_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
-    """The ngc entry again, built by BuildKit under a release of its own: the release workflow builds every entry
-    with it (issue 14)."""
-    return build_entry(ngc_build.spec, tmp_path_factory.mktemp("ngc-buildkit"), *ngc_build.options, "--builder",
-                       "buildkit", matrix_file=ngc_build.matrix, env=ngc_build.env, release=f"{RELEASE}-bk")
+@pytest.fixture(scope="module")
+def ngc_classic_build(api: docker.APIClient, ngc_build: EntryBuild,
+                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
+    """The ngc entry again, by the classic builder under a release of its own (only with --compare-builders)."""
+    options = tuple(o for o in ngc_build.options if o not in ("--builder", "buildkit"))
+    yield from removed_at_the_end(api, build_entry(ngc_build.spec, tmp_path_factory.mktemp("ngc-classic"), *options,
+                                                   matrix_file=ngc_build.matrix, env=ngc_build.env,
+                                                   release=f"{RELEASE}-classic"))
 
 
 def entry_spec_with(matrix_file: Path, extra_compat: Path) -> specs.ImageSpec:
@@ -306,7 +361,7 @@ def entry_spec_with(matrix_file: Path, extra_compat: Path) -> specs.ImageSpec:
     return specs.resolve(matrix.load(matrix_file), compat.load_with(extra_compat)).specs[0]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ngc_smoke(ngc_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
     return smoke_test(ngc_build, tmp_path_factory.mktemp("ngc-smoke"))
 
@@ -342,9 +397,85 @@ def start_registry(folder: Path) -> Registry:
     return Registry(f"127.0.0.1:{port}", "ci", password, folder)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def registry(api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
-    """A registry of the test module's own, stopped after it."""
+    """The session's registry: each test pushes to a repository of its own, so a layer is stored once and pushed to
+    the next repository by a cross-repository mount. Tests that stop or kill a registry start their own."""
     running = start_registry(tmp_path_factory.mktemp("registry"))
     yield running
     os.kill(running.pid, signal.SIGTERM)
+
+
+# --- clean up as we go: what a module made goes when it ends --------------------------------------------------
+
+KEPT: set[str] = set()  # tags of the session's CPU builds, which later modules use
+KEPT_CACHE: set[str] = set()  # BuildKit cache records those builds made: the later BuildKit builds of the CPU entry
+BASES = "torchimages/"  # the bases setup and the fixtures make: kept (scripts/free-disk.sh keeps them too)
+
+
+def build_cache(client: docker.APIClient) -> frozenset[str]:
+    """The IDs of BuildKit's cache records."""
+    return frozenset(record["ID"] for record in client.df().get("BuildCache") or ())
+
+
+def kept(make: Callable[[], EntryBuild]) -> EntryBuild:
+    """A build of the session: its tags and BuildKit cache records stay when the module that made it ends."""
+    client = engine_client(timeout=300)
+    before = build_cache(client) if client else frozenset()
+    build = make()
+    KEPT.update(build.tags.values())
+    if client:
+        KEPT_CACHE.update(build_cache(client) - before)
+    return build
+
+
+@dataclass(frozen=True)
+class EngineState:
+    containers: frozenset[str]
+    images: frozenset[str]
+    tags: frozenset[str]
+    cache: frozenset[str]
+
+    @classmethod
+    def of(cls, client: docker.APIClient) -> EngineState:
+        images = client.images()
+        return cls(frozenset(c["Id"] for c in client.containers(all=True)), frozenset(i["Id"] for i in images),
+                   frozenset(t for i in images for t in i.get("RepoTags") or () if t != "<none>:<none>"),
+                   build_cache(client))
+
+    def made_since(self, client: docker.APIClient) -> tuple[list[str], list[str], list[str]]:
+        """The containers, tags and untagged images made since this state, less the session's own (KEPT, BASES)."""
+        now = EngineState.of(client)
+        tags = sorted(t for t in now.tags - self.tags if t not in KEPT and not t.startswith(BASES))
+        untagged = [i["Id"] for i in client.images() if i["Id"] not in self.images
+                    and not [t for t in i.get("RepoTags") or () if t != "<none>:<none>"]]
+        return sorted(now.containers - self.containers), tags, untagged
+
+    def prune_cache_made_since(self, client: docker.APIClient) -> None:
+        """BuildKit's cache records made since this state, less the session's own, record by record (a parent goes
+        once its children have: a few rounds)."""
+        for _ in range(8):
+            made = build_cache(client) - self.cache - KEPT_CACHE
+            deleted = [record for record in made
+                       if client.prune_builds(filters={"id": record}, all=True).get("CachesDeleted")]
+            if not deleted:
+                return
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_cleaned_up() -> Iterator[None]:
+    """When a module ends, the containers, tags, images and BuildKit cache it made are removed (the session's CPU
+    builds and the bases stay), so that the session's disk peak is its largest module's, not the sum of them."""
+    client = engine_client(timeout=300)
+    before = EngineState.of(client) if client else None
+    yield
+    if client is None or before is None:
+        return
+    containers, tags, untagged = before.made_since(client)
+    for container in containers:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            client.remove_container(container, force=True, v=True)
+    for reference in [*tags, *untagged]:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # a parent of a kept image stays
+            client.remove_image(reference, force=True)
+    before.prune_cache_made_since(client)

@@ -1,6 +1,7 @@
-"""The flagship images built here: the CUDA entry from PyPI's CUDA wheels on a local CUDA base, and the ngc flavor
-on an NGC-shaped base. No GPU is needed for anything asserted here: the GPU tier skips with its reason, the
-GPU-ready tier must pass."""
+"""The flagship images built here, with BuildKit as the release workflow builds them: the CUDA entry from PyPI's CUDA
+wheels on a local CUDA base, and the ngc flavor on an NGC-shaped base made from the CUDA entry's image. No GPU is
+needed for anything asserted here: the GPU tier skips with its reason, the GPU-ready tier must pass. Each is built
+once per session; `test_buildkit.py --compare-builders` compares them with the classic builder's."""
 
 from __future__ import annotations
 
@@ -46,6 +47,14 @@ def assert_suite_passed(smoke: tuple, build: EntryBuild) -> None:
         for form in forms:
             checks = {name: outcome for name, outcome in ran.items() if f"[{form}]" in name}
             assert checks and set(checks.values()) == {"passed"}, (variant, form, ran)
+
+
+@pytest.mark.parametrize("entry", ["cuda", "ngc"])
+def test_the_flagship_images_are_built_by_buildkit_through_buildx(entry: str, request: pytest.FixtureRequest) -> None:
+    build: EntryBuild = request.getfixturevalue(f"{entry}_build")
+    assert {r["variant"]: r["result"] for r in build.report["images"]} == dict.fromkeys(("base", "jupyter", "ssh"), "built")
+    assert all("(buildx)" in r["builder"] for r in build.report["images"]), build.report["images"][0]["builder"]
+    assert " step 1/" in build.result.stderr and "builder: RUN" in build.result.stderr, build.result.stderr[-3000:]
 
 
 # --- the CUDA entry ---------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@ engine. Substituted: the GitHub contexts and secrets (the local registry with ht
 matrix (the CPU entry), `--require-gpu` (no GPU here), the four actions (tests/integration/workflows.py
 says what stands in for each) and `gh release` (tests/integration/data/gh-releases keeps GitHub releases in a
 folder). The runner's environment gives the build inputs a machine without a registry needs
-(TORCHIMAGES_BASE_IMAGE, TORCHIMAGES_WHEELHOUSE, TORCHIMAGES_OFFLINE); the steps' text is not changed otherwise.
+(TORCHIMAGES_BASE_IMAGE, TORCHIMAGES_WHEELHOUSE, TORCHIMAGES_OFFLINE) and the session's wheels of
+requirements-dev.txt, which every Install step installs from (no index); the steps' text is not changed otherwise.
+The unit-test step of ci.yml is not run again when this session runs tests/unit (it is the same command).
 The release workflow runs twice: the first release has no previous one; the second reuses its unchanged images
 (--cache-from previous) and attaches the diff against it.
 """
@@ -13,7 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +37,53 @@ NEXT = "v0.2-wf"  # the release after it, of the same unchanged entry
 WORKFLOWS = ROOT / ".github" / "workflows"
 
 
-def runner_env(base_image: str, wheelhouse: Path, folder: Path, release: str = RELEASE,
+UNIT_STEP = ".venv/bin/python -m pytest tests/unit"
+
+
+@pytest.fixture(scope="session")
+def dev_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """requirements-dev.txt as wheels, made once: the venvs the workflows' Install steps create install from here."""
+    folder = tmp_path_factory.mktemp("dev-wheels")
+    made = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "-r", str(ROOT / "requirements-dev.txt"),
+                           "-w", str(folder)], capture_output=True, text=True, timeout=900, check=False)
+    assert made.returncode == 0, made.stderr[-3000:]
+    return folder
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What a runner of this machine is given: the base image, the CPU wheelhouse and the wheels of the venvs."""
+
+    base_image: str
+    wheelhouse: Path
+    dev_wheels: Path
+
+
+@pytest.fixture(scope="module")
+def inputs(api: docker.APIClient, base_image: str, wheelhouse: Path, dev_wheels: Path) -> BuildInputs:
+    return BuildInputs(base_image, wheelhouse, dev_wheels)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The folder of the module's workflow runs (a checkout and a venv per job): removed when the module ends."""
+    folder = tmp_path_factory.mktemp("workflows")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def stand_ins(session: pytest.Session) -> dict[str, str]:
+    """ci.yml's unit-test step is this session's own tests/unit, when the session runs them."""
+    unit = ROOT / "tests" / "unit"
+    if any(Path(item.path).is_relative_to(unit) for item in session.items):
+        return {UNIT_STEP: "the same command's tests (tests/unit) run in this pytest session"}
+    return {}
+
+
+def runner_env(inputs: BuildInputs, folder: Path, release: str = RELEASE,
                github_releases: Path | None = None) -> dict[str, str]:
-    """This machine as a runner: its environment, a docker config of its own, where its build inputs are, and `gh`
-    answering from a folder of GitHub releases."""
+    """This machine as a runner: its environment, a docker config of its own, where its build inputs are, pip
+    installing from the session's wheels, and `gh` answering from a folder of GitHub releases."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "DOCKER_CONFIG")}
     (folder / "docker-config").mkdir()
     # GitHub's hosted runners have the buildx plugin, which --builder buildkit uses: this machine's, from
@@ -44,8 +93,10 @@ def runner_env(base_image: str, wheelhouse: Path, folder: Path, release: str = R
     (folder / "docker-config" / "cli-plugins").symlink_to(plugins)
     (folder / "bin").mkdir()
     (folder / "bin" / "gh").symlink_to(ROOT / "tests" / "integration" / "data" / "gh-releases")
-    return {**env, "DOCKER_CONFIG": str(folder / "docker-config"), "GITHUB_REF_NAME": release, "GITHUB_RUN_ID": "4242",
-            "TORCHIMAGES_BASE_IMAGE": base_image, "TORCHIMAGES_WHEELHOUSE": str(wheelhouse), "TORCHIMAGES_OFFLINE": "1",
+    return {**env, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(inputs.dev_wheels),
+            "DOCKER_CONFIG": str(folder / "docker-config"), "GITHUB_REF_NAME": release, "GITHUB_RUN_ID": "4242",
+            "TORCHIMAGES_BASE_IMAGE": inputs.base_image, "TORCHIMAGES_WHEELHOUSE": str(inputs.wheelhouse),
+            "TORCHIMAGES_OFFLINE": "1",
             "PATH": f"{folder / 'bin'}:{env['PATH']}", "GH_RELEASES": str(github_releases or folder / "github-releases")}
 
 
@@ -72,9 +123,11 @@ def assert_all_ran(run: WorkflowRun) -> None:
 
 
 @pytest.fixture(scope="module")
-def ci_run(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> WorkflowRun:
-    folder = tmp_path_factory.mktemp("ci-workflow")
-    runner = Runner(root=ROOT, workspace=folder, context={}, env=runner_env(base_image, wheelhouse, folder))
+def ci_run(inputs: BuildInputs, workspace: Path, request: pytest.FixtureRequest) -> WorkflowRun:
+    folder = workspace / "ci-workflow"
+    folder.mkdir()
+    runner = Runner(root=ROOT, workspace=folder, context={}, env=runner_env(inputs, folder),
+                    stand_ins=stand_ins(request.session))
     run = runner.workflow(WORKFLOWS / "ci.yml")
     print(run.describe())
     return run
@@ -84,8 +137,7 @@ def ci_run(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path_fa
 class ReleaseRunner:
     """What both release runs share: the build inputs, the registry and the GitHub releases."""
 
-    base_image: str
-    wheelhouse: Path
+    inputs: BuildInputs
     registry: Registry
     github_releases: Path
 
@@ -94,7 +146,7 @@ class ReleaseRunner:
                    "secrets.REGISTRY_PASSWORD": self.registry.password, "github.token": "token-of-the-run"}
         # This runner releases the entries it can build: the CPU entry of matrix.yaml (TORCHIMAGES_MATRIX), so that
         # `promote` finds every image of the release it was given (test_promote.py refuses a partial one).
-        env = {**runner_env(self.base_image, self.wheelhouse, folder, release, self.github_releases),
+        env = {**runner_env(self.inputs, folder, release, self.github_releases),
                "TORCHIMAGES_MATRIX": str(cpu_matrix(folder))}
         runner = Runner(root=ROOT, workspace=folder, context=secrets, env=env, drop=("--require-gpu",),
                         keep_entry=lambda entry: entry["entry"] == CPU_ENTRY)
@@ -104,9 +156,9 @@ class ReleaseRunner:
 
 
 @pytest.fixture(scope="module")
-def release_runner(api: docker.APIClient, base_image: str, wheelhouse: Path, registry: Registry,
-                   tmp_path_factory: pytest.TempPathFactory) -> ReleaseRunner:
-    return ReleaseRunner(base_image, wheelhouse, registry, tmp_path_factory.mktemp("github-releases"))
+def release_runner(inputs: BuildInputs, registry: Registry, workspace: Path) -> ReleaseRunner:
+    (workspace / "github-releases").mkdir()
+    return ReleaseRunner(inputs, registry, workspace / "github-releases")
 
 
 @pytest.fixture(scope="module")
@@ -115,20 +167,23 @@ def github_releases(release_runner: ReleaseRunner) -> Path:
 
 
 @pytest.fixture(scope="module")
-def release_run(release_runner: ReleaseRunner, tmp_path_factory: pytest.TempPathFactory) -> tuple[WorkflowRun, Path]:
-    return release_runner.run(RELEASE, tmp_path_factory.mktemp("release-workflow"))
+def release_run(release_runner: ReleaseRunner, workspace: Path) -> tuple[WorkflowRun, Path]:
+    (workspace / "release-workflow").mkdir()
+    return release_runner.run(RELEASE, workspace / "release-workflow")
 
 
 @pytest.fixture(scope="module")
 def next_release_run(release_run: tuple[WorkflowRun, Path], release_runner: ReleaseRunner,
-                     tmp_path_factory: pytest.TempPathFactory) -> tuple[WorkflowRun, Path]:
-    return release_runner.run(NEXT, tmp_path_factory.mktemp("next-release-workflow"))
+                     workspace: Path) -> tuple[WorkflowRun, Path]:
+    (workspace / "next-release-workflow").mkdir()
+    return release_runner.run(NEXT, workspace / "next-release-workflow")
 
 
 def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun) -> None:
     assert_all_ran(ci_run)
-    ran = [(s.job, s.name) for s in ci_run.steps if s.kind == "run"]
-    assert ("lint-and-unit", "Unit tests, hadolint on every rendered Dockerfile") in ran
+    ran = {(s.job, s.name): s for s in ci_run.steps if s.kind == "run"}
+    unit = ran[("lint-and-unit", "Unit tests, hadolint on every rendered Dockerfile")]
+    assert unit.returncode == 0 and (unit.output or "this pytest session" in unit.note), unit
     report = json.loads((ci_run.workdirs["cpu-image"] / "report" / "build-report.json").read_text())
     assert {r["variant"] for r in report["images"]} == {"base", "jupyter", "ssh"}
     for record in report["images"]:

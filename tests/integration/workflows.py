@@ -6,7 +6,9 @@ What cannot run here is substituted, and every substitution is recorded, never s
   expression missing from it is an error;
 - actions (`uses:`): the four this project uses are emulated (see ACTIONS); any other one is an error;
 - a job matrix: only the entries the caller keeps run;
-- text the caller drops from a step (`--require-gpu`, for a machine without a GPU).
+- text the caller drops from a step (`--require-gpu`, for a machine without a GPU);
+- a step whose whole `run:` text the caller names in `stand_ins` (what already ran elsewhere, with why): recorded
+  with its reason instead of run; a step whose text changed no longer matches and runs.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class Runner:
     context: dict[str, str]
     env: dict[str, str]  # the runner machine's environment
     drop: tuple[str, ...] = ()  # text removed from run steps
+    stand_ins: dict[str, str] = field(default_factory=dict)  # a step's whole run text -> why it is not run here
     keep_entry: Callable[[dict], bool] = lambda _: True  # which job-matrix entries run
     timeout: float = 3600
     run: WorkflowRun = field(default_factory=WorkflowRun)
@@ -123,7 +126,12 @@ class Runner:
                 outputs_file.write_text("")
                 env_file.write_text("")
                 step_env = {**env, **{k: str(self.value(v, local)) for k, v in step.get("env", {}).items()}}
-                record = self.shell(name, label, self.value(step["run"], local), workdir, step_env)
+                script = str(self.value(step["run"], local))
+                if script.strip() in self.stand_ins:
+                    record = StepRun(name, label, "run", 0, "", f"not run: {self.stand_ins[script.strip()]}")
+                    self.run.substitutions.append(f"job {name}: step {label!r} {record.note}")
+                else:
+                    record = self.shell(name, label, script, workdir, step_env)
                 if "id" in step:
                     step_outputs[step["id"]] = parse_outputs(outputs_file.read_text())
                 env.update(parse_outputs(env_file.read_text()))  # GITHUB_ENV: the job's later steps see it

@@ -121,9 +121,10 @@ class Engine:
     no_cache = False
 
 
-def builder_running(script: str, tmp_path: Path) -> BuildKitBuilder:
+def builder_running(script: str, tmp_path: Path, *, stop_grace: float = 20.0) -> BuildKitBuilder:
     cli = fake_docker(tmp_path / "cli", "20.10.24", script=script)
-    return BuildKitBuilder(Engine(), BuildKitCli(str(cli), "20.10.24", buildx=False))  # type: ignore[arg-type]
+    return BuildKitBuilder(Engine(), BuildKitCli(str(cli), "20.10.24", buildx=False),  # type: ignore[arg-type]
+                           stop_grace=stop_grace)
 
 
 def test_a_build_reads_the_image_id_and_keeps_build_args_off_the_command_line(tmp_path: Path) -> None:
@@ -191,12 +192,8 @@ def test_a_failed_build_has_no_image_and_one_error(tmp_path: Path) -> None:
     assert outcome.step == "[3/4] RUN echo about to fail; ls /nonexistent"
 
 
-def test_stop_interrupts_the_cli_and_the_build_counts_as_cancelled(tmp_path: Path) -> None:
-    script = """trap 'echo "#9 ERROR: context canceled"; exit 130' INT
-echo "#5 [2/4] RUN sleep 600"
-while true; do sleep 0.1; done
-"""
-    builder = builder_running(script, tmp_path)
+def stopped(builder: BuildKitBuilder, tmp_path: Path) -> tuple[BuildOutcome, float]:
+    """Start a build, stop it as Ctrl-C or SIGTERM does: its outcome and how long the stop took."""
     cancel = threading.Event()
     result: list[BuildOutcome] = []
     thread = threading.Thread(target=lambda: result.append(builder.build(
@@ -210,9 +207,28 @@ while true; do sleep 0.1; done
     started = time.monotonic()
     cancel.set()
     builder.stop_builds()
-    thread.join(timeout=20)
-    assert not thread.is_alive() and time.monotonic() - started < 10
-    assert result[0].cancelled and result[0].image_id is None, result[0]
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the build was still waited for"
+    return result[0], time.monotonic() - started
+
+
+def test_stop_interrupts_the_cli_and_the_build_counts_as_cancelled(tmp_path: Path) -> None:
+    script = """trap 'echo "#9 ERROR: context canceled"; exit 130' INT
+echo "#5 [2/4] RUN sleep 600"
+while true; do sleep 0.1; done
+"""
+    outcome, seconds = stopped(builder_running(script, tmp_path), tmp_path)
+    assert seconds < 10 and outcome.cancelled and outcome.image_id is None, (seconds, outcome)
+
+
+def test_a_cli_that_ignores_sigint_is_killed_after_the_grace(tmp_path: Path) -> None:
+    """A CLI started by a script in the background inherits SIGINT ignored: the stop must not wait for it forever."""
+    script = """trap '' INT
+echo "#5 [2/4] RUN sleep 600"
+while true; do sleep 0.1; done
+"""
+    outcome, seconds = stopped(builder_running(script, tmp_path, stop_grace=1.0), tmp_path)
+    assert 1.0 <= seconds < 8 and outcome.cancelled and outcome.image_id is None, (seconds, outcome)
 
 
 def test_the_failure_hint_reads_buildkit_errors_and_a_full_disk() -> None:

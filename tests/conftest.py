@@ -1,0 +1,151 @@
+"""What a test session costs, at the end of every run of tests/unit and tests/integration: the 25 slowest tests
+(pytest's --durations) and, per test module, its time and the disk it held at its peak, so that the next change
+sees what it added. The smoke suite (tests/smoke, run inside images by build.py test) is not metered."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOWEST = 25
+GB = 2**30
+
+
+def written_folders() -> list[Path]:
+    """Where a test session writes: the engine's data root (images, build cache, containers), the temporary folder
+    (pytest's folders, registries, build contexts) and the checkout's .cache (wheelhouses)."""
+    folders = [Path(os.environ.get("TORCHIMAGES_DOCKER_ROOT", "/var/lib/docker")), Path(tempfile.gettempdir()),
+               ROOT / ".cache"]
+    return [folder for folder in folders if folder.exists()]
+
+
+def free_bytes(folders: list[Path]) -> int:
+    """Free bytes summed over the distinct filesystems that hold `folders`."""
+    by_device = {folder.stat().st_dev: folder for folder in folders}
+    return sum(shutil.disk_usage(folder).free for folder in by_device.values())
+
+
+def tree_bytes(folder: Path) -> int:
+    """Disk blocks held by the files under `folder` (links not followed; a file that goes meanwhile counts 0)."""
+    total = 0
+    for path, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            try:
+                total += (Path(path) / name).lstat().st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+@dataclass
+class ModuleCost:
+    seconds: float = 0.0
+    peak: int = 0  # bytes above the session's start, at the module's peak
+    temp_peak: int = 0  # of which pytest's temporary folders held, at most
+    end: int = 0  # bytes above the session's start when its last test ended
+
+
+@dataclass
+class DiskMeter:
+    """Samples the free disk every `every` seconds in a thread and charges it to the module whose test runs."""
+
+    folders: list[Path]
+    temp: Path | None
+    every: float = 2.0
+    temp_every: float = 15.0
+    start_free: int = 0
+    modules: dict[str, ModuleCost] = field(default_factory=dict)
+    current: str = ""
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> None:
+        self.start_free = free_bytes(self.folders)
+        threading.Thread(target=self._run, name="disk-meter", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.sample(measure_temp=True)
+
+    def used(self) -> int:
+        return self.start_free - free_bytes(self.folders)
+
+    def enter(self, module: str) -> None:
+        with self._lock:
+            self.current = module
+            self.modules.setdefault(module, ModuleCost())
+
+    def sample(self, *, measure_temp: bool = False) -> None:
+        used = self.used()
+        temp = tree_bytes(self.temp) if measure_temp and self.temp and self.temp.exists() else 0
+        with self._lock:
+            cost = self.modules.get(self.current)
+            if cost is not None:
+                cost.peak, cost.end = max(cost.peak, used), used
+                cost.temp_peak = max(cost.temp_peak, temp)
+
+    def _run(self) -> None:
+        last_temp = 0.0
+        while not self._stop.wait(self.every):
+            now = time.monotonic()
+            self.sample(measure_temp=now - last_temp >= self.temp_every)
+            last_temp = now if now - last_temp >= self.temp_every else last_temp
+
+    def lines(self) -> Iterator[str]:
+        width = max([len(m) for m in self.modules] + [6])
+        yield f"{'module':<{width}}  {'seconds':>8}  {'peak GB':>8}  {'temp GB':>8}  {'at end GB':>9}"
+        for module, cost in self.modules.items():
+            yield (f"{module:<{width}}  {cost.seconds:8.0f}  {cost.peak / GB:8.1f}  {cost.temp_peak / GB:8.1f}  "
+                   f"{cost.end / GB:9.1f}")
+        if self.modules:
+            name, top = max(self.modules.items(), key=lambda item: item[1].peak)
+            where = ", ".join(str(f) for f in self.folders)
+            yield (f"session peak: {top.peak / GB:.1f} GB above its start, in {name}; the temporary folders held at most "
+                   f"{max(c.temp_peak for c in self.modules.values()) / GB:.1f} GB; total "
+                   f"{sum(c.seconds for c in self.modules.values()):.0f} s (on the filesystems of {where})")
+
+
+def metered(config: pytest.Config) -> bool:
+    """tests/unit and tests/integration are metered; a run of the smoke suite alone is not."""
+    smoke = ROOT / "tests" / "smoke"
+    paths = [Path(arg.split("::", maxsplit=1)[0]).resolve() for arg in config.args]
+    return not paths or not all(path.is_relative_to(smoke) for path in paths)
+
+
+class MeterPlugin:
+    """The hooks that feed the meter and print it at the end of the run."""
+
+    def __init__(self, meter: DiskMeter) -> None:
+        self.meter = meter
+
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.meter.enter(nodeid.split("::", maxsplit=1)[0])
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.meter.modules.setdefault(report.nodeid.split("::", maxsplit=1)[0], ModuleCost()).seconds += report.duration
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        self.meter.stop()
+        terminalreporter.section("time and disk per test module (disk: above the session's start)")
+        for line in self.meter.lines():
+            terminalreporter.write_line(line)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not metered(config) or config.option.collectonly:
+        return
+    if config.option.durations is None:
+        config.option.durations = SLOWEST
+    factory = getattr(config, "_tmp_path_factory", None)
+    meter = DiskMeter(written_folders(), factory.getbasetemp() if factory else None)
+    meter.start()
+    config.pluginmanager.register(MeterPlugin(meter), "torchimages-disk-meter")
