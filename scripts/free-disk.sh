@@ -23,7 +23,7 @@ cache=${PWD}/.cache
 mkdir -p "${cache}"
 [ -d "${cache}/wheelhouse-cu121" ] && cache_gb=0
 free_gb() { df -Pk "$1" | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
-mount_of() { df -P "$1" | awk 'NR == 2 { print $6 }'; }
+device_of() { stat -c %d "$1"; }   # a bind mount (Docker's root often is one) is the same filesystem
 
 echo "disk: ${root}: $(free_gb "${root}") GB free before; removing what earlier test sessions left"
 # Tags the test suite makes: the matrix's registry and its test registries, probe and broken images.
@@ -41,12 +41,13 @@ rm -rf "${temp}"/ctx-* "${temp}/pytest-of-$(id -un)"
 echo "disk: ${#tags[@]} leftover tags removed"
 
 # Each filesystem must hold the shares of the folders on it, plus the margin.
-declare -A need_on=() folders_on=()
+declare -A need_on=() folders_on=() path_on=()
 share() {
-    local mount
-    mount=$(mount_of "$1")
-    need_on[${mount}]=$(( ${need_on[${mount}]:-0} + $2 ))
-    folders_on[${mount}]="${folders_on[${mount}]:-}${folders_on[${mount}]:+, }$1 (${2} GB)"
+    local device
+    device=$(device_of "$1")
+    need_on[${device}]=$(( ${need_on[${device}]:-0} + $2 ))
+    folders_on[${device}]="${folders_on[${device}]:-}${folders_on[${device}]:+, }$1 (${2} GB)"
+    path_on[${device}]=${path_on[${device}]:-$1}
 }
 share "${root}" "${engine_gb}"
 share "${temp}" "${temp_gb}"
@@ -54,14 +55,15 @@ share "${cache}" "${cache_gb}"
 peak_gb=$(( engine_gb + temp_gb + cache_gb ))
 total_override=${1:-${TORCHIMAGES_TEST_DISK_GB:-}}
 failed=0
-for mount in "${!need_on[@]}"; do
-    need=$(( (need_on[${mount}] * (100 + margin_pct) + 99) / 100 ))
+for device in "${!need_on[@]}"; do
+    need=$(( (need_on[${device}] * (100 + margin_pct) + 99) / 100 ))
     [ -n "${total_override}" ] && need=${total_override}
-    free=$(free_gb "${mount}")
-    echo "disk: ${mount}: ${free} GB free; the session needs ${need} GB there: its measured peak ${folders_on[${mount}]}" \
-         "+ ${margin_pct} %${total_override:+ (overridden: ${total_override} GB)}"
+    free=$(free_gb "${path_on[${device}]}")
+    echo "disk: ${free} GB free on the filesystem of ${folders_on[${device}]}: the session needs ${need} GB there" \
+         "(the measured peak + ${margin_pct} %${total_override:+; overridden: ${total_override} GB})"
     if [ "${free}" -lt "${need}" ]; then
-        echo "disk: FAILED: the test session needs about ${need} GB free on ${mount}, there are ${free} GB." >&2
+        echo "disk: FAILED: the test session needs about ${need} GB free on the filesystem of ${path_on[${device}]}," \
+             "there are ${free} GB." >&2
         failed=1
     fi
 done

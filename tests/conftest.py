@@ -140,6 +140,7 @@ class MeterPlugin:
             terminalreporter.write_line(line)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own configure has made the temporary-path factory
 def pytest_configure(config: pytest.Config) -> None:
     if not metered(config) or config.option.collectonly:
         return

@@ -121,6 +121,9 @@ def selection_from(values: dict) -> Selection:
 plain_option = click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view (every stage).")
 logs_option = click.option("--logs", type=click.Path(path_type=Path),
                            help="Folder of per-image logs: IMAGE.log, IMAGE.smoke.log, IMAGE.push.log [logs/RELEASE].")
+jobs_option = click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16),
+                           help="Images built at a time (a variant after its base); the main job runs that many smoke "
+                                "suites at a time too.")
 
 
 def build_options(function: Callable[..., None]) -> Callable[..., None]:
@@ -128,7 +131,7 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
     options = [
         selection_options,
         click.option("--dry-run", is_flag=True, help="Print the plan (images, tags, order, contexts); touch no engine."),
-        click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16), help="Parallel builds."),
+        jobs_option,
         click.option("--no-cache", is_flag=True, help="Rebuild every step instead of reusing cached layers."),
         click.option("--builder", type=click.Choice(("classic", "buildkit")), default="classic", show_default=True,
                      envvar="TORCHIMAGES_BUILDER",
@@ -419,10 +422,12 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 @selection_options
 @click.option("--require-gpu", is_flag=True, help="Fail, instead of skip, the GPU checks when no GPU is given.")
 @click.option("--report", type=click.Path(path_type=Path), help="Report JSON to add results to [reports/RELEASE/build-report.json].")
+@click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16),
+              help="Images whose suites run at a time, each in containers of its own.")
 @plain_option
 @logs_option
-def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Path | None, plain: bool, logs: Path | None,
-               **values: object) -> None:
+def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Path | None, jobs: int, plain: bool,
+               logs: Path | None, **values: object) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
     from . import buildjobs, smokestage
     from . import release as release_stages
@@ -432,12 +437,12 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
     plan = load_plan(matrix_path, quiet=True)
     selection = selection_from(values)
     # Only the images named: a variant's base, brought along for a build, is not tested unless named too.
-    jobs = [job for job in buildjobs.select(plan, release, images_folder(matrix_path, None), selection)
-            if selection.matches(job.image)]
+    targets = [job for job in buildjobs.select(plan, release, images_folder(matrix_path, None), selection)
+               if selection.matches(job.image)]
     path = report_path(release, report)
     results_report = smokestage.load_report(path, release, plan.file)
-    release_stages.smoke(Engine(), release_stages.targets_of(jobs), results_report, require_gpu=require_gpu, plain=plain,
-                         logs=logs_path(release, logs))
+    release_stages.smoke(Engine(), release_stages.targets_of(targets), results_report, require_gpu=require_gpu,
+                         plain=plain, logs=logs_path(release, logs), jobs=jobs)
     sys.exit(release_stages.finish(results_report, path))
 
 

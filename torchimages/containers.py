@@ -10,6 +10,7 @@ import contextlib
 import io
 import socket
 import tarfile
+import threading
 from pathlib import Path
 from types import TracebackType
 
@@ -145,7 +146,18 @@ def refuses_gpus(exc: docker.errors.APIError) -> bool:
     return "could not select device driver" in str(exc)
 
 
+_HANDED_OUT: set[int] = set()
+_PORTS = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A free port on 127.0.0.1, never one handed out before in this process: suites run side by side (--jobs) each
+    publish their servers' ports, and the port a closed probe socket gave back may come round again."""
+    with _PORTS:
+        while True:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port

@@ -40,7 +40,8 @@ def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_
     results = {record.image: record.result for record in report.images}
     built = [job for job in buildstage.select(plan, options) if results.get(job.image) == "built"]
     if built:
-        smoke(engine, targets_of(built), report, require_gpu=require_gpu, plain=options.plain, logs=options.logs_dir)
+        smoke(engine, targets_of(built), report, require_gpu=require_gpu, plain=options.plain, logs=options.logs_dir,
+              jobs=options.jobs)
     pushed = True
     if push:
         with shown(options.plain, options.logs_dir) as (emit, _):
@@ -100,11 +101,12 @@ def targets_of(jobs: list[BuildJob]) -> list[Target]:
     return [Target.of(job.spec, job.variant, job.tag) for job in jobs]
 
 
-def smoke(engine: Engine, targets: list[Target], report: Report, *, require_gpu: bool, plain: bool, logs: Path) -> None:
-    """Run the suite on each target; then each failure's reasons and the stage's summary."""
+def smoke(engine: Engine, targets: list[Target], report: Report, *, require_gpu: bool, plain: bool, logs: Path,
+          jobs: int = 1) -> None:
+    """Run the suite on each target, `jobs` at a time; then each failure's reasons and the stage's summary."""
     runner = SmokeRunner(api=engine.api, require_gpu=require_gpu)
     with shown(plain, logs) as (emit, _):
-        results = smokestage.test_images(runner, targets, report, emit)
+        results = smokestage.test_images(runner, targets, report, emit, jobs=jobs)
     for result in results:
         for line in smokestage.failures(result):
             err.print(f"[bold red]FAILED[/] {escape(result.image)}: {escape(line)}", markup=True, highlight=False)

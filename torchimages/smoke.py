@@ -170,6 +170,14 @@ class SmokeRunner:
         self.label_prefix = label_prefix
         self.containers = Containers(self.api)  # one per runner: an engine's refusal of GPUs is remembered
 
+    def twin(self) -> SmokeRunner:
+        """A runner with this one's settings and what it learned of the engine, for a suite run beside its own (each
+        runner tracks and removes the containers it started)."""
+        other = SmokeRunner(require_gpu=self.require_gpu, label_prefix=self.label_prefix, api=self.api)
+        other.containers.shm_size = self.containers.shm_size
+        other.containers.gpu_request, other.containers.gpu_note = self.containers.gpu_request, self.containers.gpu_note
+        return other
+
     def run(self, target: Target) -> SmokeResult:
         started = time.monotonic()
         result = SmokeResult(target.image, target.tag)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .engine import image_exists
@@ -11,20 +12,29 @@ from .report import ImageRecord, Report
 from .smoke import SmokeResult, SmokeRunner, Target
 
 
-def test_images(runner: SmokeRunner, targets: list[Target], report: Report, emit: EventSink) -> list[SmokeResult]:
-    """Run the suite on each target (its tag must exist) and record the results in `report`."""
+def test_images(runner: SmokeRunner, targets: list[Target], report: Report, emit: EventSink, *,
+                jobs: int = 1) -> list[SmokeResult]:
+    """Run the suite on each target (its tag must exist), `jobs` images at a time, each with a runner of its own,
+    and record the results in `report` in the targets' order."""
     missing = [target.tag for target in targets if not image_exists(runner.api, target.tag)]
     if missing:
         raise UserError(f"not built: {', '.join(missing[:3])}; build first: python build.py build --tag ...")
     for target in targets:
         emit(StageEvent(target.image, "queued", stage="smoke"))
-    results = []
-    for target in targets:
+
+    def test(target: Target, with_runner: SmokeRunner) -> SmokeResult:
         emit(StageEvent(target.image, "started", target.tag, stage="smoke"))
-        result = runner.run(target)
-        results.append(result)
-        record_result(report, target, result)
+        result = with_runner.run(target)
         emit_result(target.image, result, emit)
+        return result
+
+    if jobs == 1 or len(targets) < 2:
+        results = [test(target, runner) for target in targets]
+    else:
+        with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="smoke") as pool:
+            results = list(pool.map(lambda target: test(target, runner.twin()), targets))
+    for target, result in zip(targets, results, strict=True):
+        record_result(report, target, result)
     return results
 
 

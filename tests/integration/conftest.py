@@ -218,11 +218,11 @@ def build_entry(spec: specs.ImageSpec, out: Path, *options: str, matrix_file: Pa
 
 
 def smoke_test(build: EntryBuild, folder: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
-    """`build.py test` on a built entry; the result and the report it wrote."""
+    """`build.py test` on a built entry, two suites at a time; the result and the report it wrote."""
     report = folder / "report.json"
     shutil.copyfile(build.report_path, report)
     result = build_py("test", "--matrix", str(build.matrix), "--tag", build.release, "--only", f"{build.spec.name}*",
-                      "--report", str(report), timeout=1200, env=build.env)
+                      "--jobs", "2", "--report", str(report), timeout=1200, env=build.env)
     return result, {**json.loads(report.read_text()), "_path": str(report)}
 
 

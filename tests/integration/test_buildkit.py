@@ -62,6 +62,9 @@ def test_buildkit_built_every_image_through_the_cli(builds: tuple[EntryBuild, En
     assert all("classic builder" in r["builder"] for r in builds[0].report["images"])
 
 
+# The buildx CPU images' suite runs in test_workflows.py (ci.yml's cpu-image job builds them with buildx and tests them).
+@pytest.mark.parametrize("builds", [name if name not in CUDA_SIZED else pytest.param(name, marks=pytest.mark.compare_builders)
+                                    for name in BUILDS if name != "cpu"], indirect=True)
 def test_buildkit_images_pass_the_smoke_suite(builds: tuple[EntryBuild, EntryBuild], tmp_path: Path) -> None:
     result, report = smoke_test(builds[1], tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -189,6 +189,7 @@ def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun) -> None:
     for record in report["images"]:
         smoke = record["stages"]["smoke"]
         assert record["result"] == "built" and smoke["passed"] > 0 and smoke["failed"] == 0, record
+        assert "(buildx)" in record["builder"], record["builder"]  # the BuildKit images whose suite passes
 
 
 def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_run: tuple[WorkflowRun, Path],

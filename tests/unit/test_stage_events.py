@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import re
+import threading
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -115,3 +117,41 @@ def test_push_ends_name_what_happened() -> None:
     assert publish.end_of(publish.PushOutcome("i", "r:t", digest="sha256:1")) == "unchanged"
     assert publish.end_of(publish.PushOutcome("i", "r:t", error="refused: r:t already points at")) == "failed"
     assert publish.end_of(publish.PushOutcome("i", "r:t", error="not pushed: its base x was not pushed")) == "skipped"
+
+
+class SlowRunner(RecordedRunner):
+    """Each twin answers after a pause and counts how many suites run at once."""
+
+    def __init__(self, results: dict[str, SmokeResult], shared: dict[str, int] | None = None) -> None:
+        super().__init__(results)
+        self.shared = shared if shared is not None else {"now": 0, "most": 0, "twins": 0}
+        self.lock = threading.Lock()
+
+    def twin(self) -> SlowRunner:
+        self.shared["twins"] += 1
+        twin = SlowRunner(self.results, self.shared)
+        twin.lock = self.lock
+        return twin
+
+    def run(self, target: Target) -> SmokeResult:
+        with self.lock:
+            self.shared["now"] += 1
+            self.shared["most"] = max(self.shared["most"], self.shared["now"])
+        time.sleep(0.3)
+        with self.lock:
+            self.shared["now"] -= 1
+        return self.results[target.image]
+
+
+def test_jobs_run_suites_side_by_side_each_with_its_own_runner_and_record_them_in_order() -> None:
+    names = ["c", "a", "b"]
+    results = {name: SmokeResult(name, f"r/{name}:v1", checks=[Check("test_versions", "passed")]) for name in names}
+    events: list[StageEvent] = []
+    for jobs, most, twins in ((1, 1, 0), (2, 2, 3)):
+        report = Report(release="v1", matrix="matrix.yaml")
+        runner = SlowRunner(results)
+        returned = smokestage.test_images(runner, [target(n) for n in names], report, events.append,  # type: ignore[arg-type]
+                                          jobs=jobs)
+        assert [r.image for r in returned] == names and [r.image for r in report.images] == names
+        assert (runner.shared["most"], runner.shared["twins"]) == (most, twins), (jobs, runner.shared)
+    assert {e.image for e in events if e.kind == "passed"} == set(names)
