@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import docker
 from . import grammar, publish
 from .errors import UserError
 from .events import EventSink, StageEvent
-from .report import Report
+from .report import ImageRecord, Report
 from .specs import REGISTRY
 
 
@@ -53,19 +54,28 @@ class PushOptions:
                             "without ':'")
 
 
+# syft reads each image from the engine and catalogs it: three CPU images took 60 s one after the other and 41 s side by
+# side on 2 cores.
+SBOM_SCANS_AT_A_TIME = 3
+
+
 def write_sboms(report: Report, folder: Path, emit: EventSink) -> None:
-    """An SBOM of every pushed image, as tested (by image ID), beside the report."""
+    """An SBOM of every pushed image, as tested (by image ID), beside the report; several scanned at a time."""
     from . import sbom
 
-    for record in report.images:
-        tested = publish.tested_image_id(record)
-        if not (record.push and record.push.ok and tested):
-            continue
+    pushed = [(record, tested) for record in report.images
+              if record.push and record.push.ok and (tested := publish.tested_image_id(record))]
+
+    def scan(record: ImageRecord, tested: str) -> None:
         emit(StageEvent(record.image, "started", "syft", stage="sbom"))
         stage = sbom.generate(tested, folder / f"{record.image}.spdx.json")
         record.sbom = replace(stage, path=str(Path(stage.path).relative_to(folder.parent)))
         counts = ", ".join(f"{count} {kind}" for kind, count in sorted(stage.packages.items()))
         emit(StageEvent(record.image, "built", f"{counts} packages", stage="sbom"))
+
+    with ThreadPoolExecutor(max_workers=SBOM_SCANS_AT_A_TIME, thread_name_prefix="sbom") as pool:
+        for future in [pool.submit(scan, record, tested) for record, tested in pushed]:
+            future.result()  # the first failure in the report's order is raised, once every scan has ended
 
 
 def check_repository(repository: str) -> None:

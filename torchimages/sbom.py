@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from urllib.parse import unquote
@@ -32,10 +33,25 @@ def syft() -> str:
     return found
 
 
+_SCANNING: dict[str, threading.Lock] = {}
+_SCANNING_LOCK = threading.Lock()
+
+
 def generate(image_id: str, out: Path, cache: Path = CACHE) -> SbomStage:
     """Scan the image the suite tested (by ID) into `out`; the record of it. An image is scanned once: its SBOM is
-    kept by image ID in `cache` (an image ID is the hash of its content)."""
+    kept by image ID in `cache` (an image ID is the hash of its content), and scans of one ID side by side wait for
+    the first."""
     cached = cache / f"{image_id.replace(':', '-')}.spdx.json"
+    with _SCANNING_LOCK:
+        lock = _SCANNING.setdefault(image_id, threading.Lock())
+    with lock:
+        scan_into(cached, image_id)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(cached, out)
+    return stage_of(out, image_id)
+
+
+def scan_into(cached: Path, image_id: str) -> None:
     if not cached.is_file():
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_suffix(".partial")
@@ -46,9 +62,6 @@ def generate(image_id: str, out: Path, cache: Path = CACHE) -> SbomStage:
         if result.returncode != 0 or not partial.is_file():
             raise UserError(f"syft could not read {image_id[:19]}: {syft_error(result)}")
         partial.replace(cached)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(cached, out)
-    return stage_of(out, image_id)
 
 
 def syft_error(result: subprocess.CompletedProcess[str]) -> str:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import docker
+import pytest
 
 from torchimages.containers import Containers
 from torchimages.smoke import NO_GPU, SSH_FORMS, SmokeResult, SmokeRunner, Target
@@ -32,13 +35,17 @@ def test_gpu_checks_are_skipped_with_their_reason_never_passed(smoke_run: tuple)
     assert "checks skipped for lack of a GPU (skips are not passes)" in result.stderr
 
 
-def test_require_gpu_turns_skips_into_failures(cpu_build: EntryBuild) -> None:
-    job_target = Target(image="base", tag=cpu_build.tags["base"], variant="base", flavor="cpu",
-                        expected=cpu_build.expected)
-    result = SmokeRunner(require_gpu=True).run(job_target)
-    failed = [c for c in result.checks if c.outcome == "failed"]
-    assert failed and all("--require-gpu" in c.message for c in failed), [c.name for c in failed]
-    assert result.skipped_no_gpu == 0 and not result.ok
+BROKEN = {  # the case: the variant it breaks and what its Dockerfile adds on top of the good image
+    "label": ("base", 'LABEL io.torchimages.torch="2.12.0"\n'),
+    "ssh-password": ("ssh", "USER 0:0\n"
+                     "RUN sed -i -e 's/^PasswordAuthentication no/PasswordAuthentication yes/' "
+                     "-e 's/^KbdInteractiveAuthentication no/KbdInteractiveAuthentication yes/' "
+                     "/etc/ssh/torchimages_sshd_config && echo 'ml:hunter2' | chpasswd\nUSER 1000:1000\n"),
+    "jupyter-no-token": ("jupyter", 'CMD ["jupyter", "lab", "--IdentityProvider.token="]\n'),
+    "ssh-bare-sshd": ("ssh", "USER 0:0\n"
+                      "RUN sed -i 's#^    sshd | /usr/sbin/sshd)$#    no-such-command)#' /usr/local/bin/torchimages-entrypoint\n"
+                      "USER 1000:1000\n"),
+}
 
 
 def broken(api: docker.APIClient, dockerfile: str, tag: str) -> str:
@@ -49,49 +56,62 @@ def broken(api: docker.APIClient, dockerfile: str, tag: str) -> str:
     return tag
 
 
+@pytest.fixture(scope="module")
+def suites(api: docker.APIClient, cpu_build: EntryBuild) -> Iterator[dict[str, SmokeResult]]:
+    """The suite on each deliberately broken image, on the good base with --require-gpu, and on the good base with
+    Docker's default /dev/shm: two suites at a time, each with a runner of its own (each takes about 20 s alone)."""
+    runs: dict[str, tuple[SmokeRunner, Target]] = {}
+    for case, (variant, added) in BROKEN.items():
+        tag = broken(api, f"FROM {cpu_build.tags[variant]}\n{added}", f"torchimages-broken:{case}")
+        runs[case] = (SmokeRunner(), Target(f"broken-{case}", tag, variant, "cpu", cpu_build.expected))
+    base = Target(image="base", tag=cpu_build.tags["base"], variant="base", flavor="cpu", expected=cpu_build.expected)
+    runs["require-gpu"] = (SmokeRunner(require_gpu=True), base)
+    default_shm = SmokeRunner()
+    default_shm.containers.shm_size = None
+    runs["default-shm"] = (default_shm, base)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = {case: pool.submit(runner.run, target) for case, (runner, target) in runs.items()}
+            yield {case: future.result() for case, future in futures.items()}
+    finally:
+        for case in BROKEN:
+            api.remove_image(f"torchimages-broken:{case}", force=True)
+
+
+def test_require_gpu_turns_skips_into_failures(suites: dict[str, SmokeResult]) -> None:
+    result = suites["require-gpu"]
+    failed = [c for c in result.checks if c.outcome == "failed"]
+    assert failed and all("--require-gpu" in c.message for c in failed), [c.name for c in failed]
+    assert result.skipped_no_gpu == 0 and not result.ok
+
+
 def failures(result: SmokeResult) -> dict[str, str]:
     return {c.name: c.message for c in result.checks if c.outcome == "failed"}
 
 
-def test_torch_other_than_the_labels_say_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:
-    tag = broken(api, f"FROM {cpu_build.tags['base']}\nLABEL io.torchimages.torch=\"2.12.0\"\n", "torchimages-broken:label")
-    result = SmokeRunner().run(Target("broken-label", tag, "base", "cpu", cpu_build.expected))
-    found = failures(result)
+def test_torch_other_than_the_labels_say_fails(suites: dict[str, SmokeResult], cpu_build: EntryBuild) -> None:
+    found = failures(suites["label"])
     assert list(found) == ["test_versions::test_labels_match_the_image"], found
     assert f"label io.torchimages.torch='2.12.0' but the image has '{cpu_build.spec.torch}'" in next(iter(found.values()))
 
 
-def test_ssh_with_password_login_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:
-    dockerfile = (f"FROM {cpu_build.tags['ssh']}\nUSER 0:0\n"
-                  "RUN sed -i -e 's/^PasswordAuthentication no/PasswordAuthentication yes/' "
-                  "-e 's/^KbdInteractiveAuthentication no/KbdInteractiveAuthentication yes/' "
-                  "/etc/ssh/torchimages_sshd_config && echo 'ml:hunter2' | chpasswd\nUSER 1000:1000\n")
-    tag = broken(api, dockerfile, "torchimages-broken:ssh-password")
-    result = SmokeRunner().run(Target("broken-ssh", tag, "ssh", "cpu", cpu_build.expected))
-    found = failures(result)
+def test_ssh_with_password_login_fails(suites: dict[str, SmokeResult]) -> None:
+    found = failures(suites["ssh-password"])
     assert {name.split("[")[0] for name in found} == {"test_ssh::test_password_login_is_refused"}, found
     assert len(found) == len(SSH_FORMS), f"every way of starting sshd must fail: {list(found)}"
     assert all("password login must be off" in message for message in found.values())
 
 
-def test_jupyter_without_a_token_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:
-    dockerfile = (f"FROM {cpu_build.tags['jupyter']}\n"
-                  'CMD ["jupyter", "lab", "--IdentityProvider.token="]\n')
-    tag = broken(api, dockerfile, "torchimages-broken:jupyter-no-token")
-    result = SmokeRunner().run(Target("broken-jupyter", tag, "jupyter", "cpu", cpu_build.expected))
-    found = failures(result)
+def test_jupyter_without_a_token_fails(suites: dict[str, SmokeResult]) -> None:
+    found = failures(suites["jupyter-no-token"])
     names = {name.split("[")[0] for name in found}
     assert names == {"test_jupyter::test_authenticated_endpoint_needs_the_token"}, found
     assert all("authentication is off" in message for message in found.values())
 
 
-def test_ssh_image_whose_sshd_command_is_bare_fails(api: docker.APIClient, cpu_build: EntryBuild) -> None:
+def test_ssh_image_whose_sshd_command_is_bare_fails(suites: dict[str, SmokeResult]) -> None:
     """Without the entrypoint's dispatch, `IMAGE sshd` runs OpenSSH bare, which refuses to start."""
-    dockerfile = (f"FROM {cpu_build.tags['ssh']}\nUSER 0:0\n"
-                  "RUN sed -i 's#^    sshd | /usr/sbin/sshd)$#    no-such-command)#' /usr/local/bin/torchimages-entrypoint\n"
-                  "USER 1000:1000\n")
-    tag = broken(api, dockerfile, "torchimages-broken:ssh-bare-sshd")
-    result = SmokeRunner().run(Target("broken-sshd", tag, "ssh", "cpu", cpu_build.expected))
+    result = suites["ssh-bare-sshd"]
     assert not result.ok and result.error, result.summary()
     assert "sshd started with sshd (['sshd'])" in result.error, result.error
     assert "sshd re-exec requires execution with an absolute path" in result.error, result.error
@@ -108,8 +128,8 @@ def test_this_engine_refuses_the_gpu_request_once_and_the_reason_is_kept(api: do
     assert not api.containers(all=True, filters={"id": started[0]}), "a tracked container outlived its helper"
 
 
-def test_a_default_dev_shm_gives_the_doctors_hint_and_the_suites_failure(api: docker.APIClient,
-                                                                         cpu_build: EntryBuild) -> None:
+def test_a_default_dev_shm_gives_the_doctors_hint_and_the_suites_failure(api: docker.APIClient, cpu_build: EntryBuild,
+                                                                         suites: dict[str, SmokeResult]) -> None:
     """`docker run` without --shm-size gives 64 MB: the entrypoint's doctor says so and the DataLoader check fails."""
     container = api.create_container(cpu_build.tags["base"], command=["true"])  # the entrypoint runs the doctor first
     try:
@@ -118,9 +138,5 @@ def test_a_default_dev_shm_gives_the_doctors_hint_and_the_suites_failure(api: do
         assert "/dev/shm is 64 MB: add --shm-size 16g" in api.logs(container).decode()
     finally:
         api.remove_container(container, force=True)
-    runner = SmokeRunner()
-    runner.containers.shm_size = None
-    result = runner.run(Target(image="base", tag=cpu_build.tags["base"], variant="base", flavor="cpu",
-                               expected=cpu_build.expected))
-    [dataloader] = [c for c in result.checks if c.name.endswith("test_dataloader_with_workers_through_shm")]
+    [dataloader] = [c for c in suites["default-shm"].checks if c.name.endswith("test_dataloader_with_workers_through_shm")]
     assert dataloader.outcome == "failed" and "start the container with a larger --shm-size" in dataloader.message, dataloader

@@ -29,7 +29,7 @@ import yaml
 
 from torchimages import publish
 
-from .conftest import CPU_ENTRY, ROOT, Registry
+from .conftest import CPU_ENTRY, ROOT, SECRET_PROXY_PASSWORD, SECRET_TOKEN, Registry
 from .workflows import ACTIONS, Runner, WorkflowRun
 
 RELEASE = "v0.1-wf"  # a release tag of its own: the workflows' images never replace the other tests'
@@ -93,7 +93,11 @@ def runner_env(inputs: BuildInputs, folder: Path, release: str = RELEASE,
     (folder / "docker-config" / "cli-plugins").symlink_to(plugins)
     (folder / "bin").mkdir()
     (folder / "bin" / "gh").symlink_to(ROOT / "tests" / "integration" / "data" / "gh-releases")
+    # A corporate runner's package index (with its token) and proxy: the same build inputs as the session's BuildKit
+    # build of the CPU entry, whose cache the workflows' builds reuse; neither may reach a file the workflows write.
     return {**env, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(inputs.dev_wheels),
+            "TORCHIMAGES_PIP_INDEX_URL": f"https://ci:{SECRET_TOKEN}@pypi.invalid/simple",
+            "HTTPS_PROXY": f"http://builder:{SECRET_PROXY_PASSWORD}@127.0.0.1:9",
             "DOCKER_CONFIG": str(folder / "docker-config"), "GITHUB_REF_NAME": release, "GITHUB_RUN_ID": "4242",
             "TORCHIMAGES_BASE_IMAGE": inputs.base_image, "TORCHIMAGES_WHEELHOUSE": str(inputs.wheelhouse),
             "TORCHIMAGES_OFFLINE": "1",
@@ -223,6 +227,12 @@ def test_release_workflow_writes_no_credentials(release_run: tuple[WorkflowRun, 
     assert written == [], f"the push wrote into the docker config: {written}"
     password = release_runner.registry.password.encode()
     assert [str(p) for p in files if password in p.read_bytes()] == [], "the registry password is in the docker config"
+    secrets = (password, SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode())
+    written = [path for folder in run.workdirs.values() for path in folder.rglob("*") if path.is_file()
+               and not path.is_relative_to(folder / ".venv") and not (ROOT / path.relative_to(folder)).exists()]
+    assert len(written) > 20 and any(p.name.endswith(".spdx.json") for p in written), written
+    leaked = [str(p) for p in written if any(secret in p.read_bytes() for secret in secrets)]
+    assert leaked == [], f"a credential is in what the workflow wrote: {leaked}"
 
 
 def test_the_first_release_has_no_previous_one_and_attaches_its_manifest(release_run: tuple[WorkflowRun, Path],
