@@ -12,8 +12,8 @@ cd "$(dirname "$0")/.."
 # What a whole session (.ci/run on a fresh clone, 2 cores) held above its start at its peak, by where it writes:
 # the last lines of every test run print these (tests/conftest.py: "time and disk per test module"); update them
 # when a change moves them. The .cache share is the CUDA wheelhouse a session downloads when it is missing.
-engine_gb=14      # the engine's data root: images, containers, BuildKit's cache
-temp_gb=3         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
+engine_gb=15      # the engine's data root: images, containers, BuildKit's cache
+temp_gb=5         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
 cache_gb=3        # the checkout's .cache: .cache/wheelhouse-cu121 (2.8 GB) when it is not there yet
 margin_pct=25     # on top of the peak: the disk is shared, and a session's peak moves with what it builds
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import json
+import posixpath
 import subprocess
 import tarfile
 from dataclasses import dataclass, field
@@ -60,14 +62,24 @@ def test_pip_constraint_blocks_replacing_torch(api: docker.APIClient, cpu_build:
     assert "(constraint) torch==" in output, f"pip was not stopped by the constraint file: {output}"
 
 
+SECRETS = (SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode())
+
+
+@pytest.fixture(scope="module")
+def scans(api: docker.APIClient, cpu_build: EntryBuild) -> dict[str, Scan]:
+    """The three images exported and searched at once: the layers they share are read once."""
+    return scan_images(api, list(cpu_build.tags.values()), SECRETS)
+
+
 @pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
-def test_no_secret_in_history_or_layers(api: docker.APIClient, cpu_build: EntryBuild, variant: str) -> None:
+def test_no_secret_in_history_or_layers(api: docker.APIClient, cpu_build: EntryBuild, scans: dict[str, Scan],
+                                        variant: str) -> None:
     tag = cpu_build.tags[variant]
     history = subprocess.run(["docker", "history", "--no-trunc", tag], capture_output=True, text=True, timeout=60,
                              check=True).stdout
     for secret in (SECRET_TOKEN, SECRET_PROXY_PASSWORD):
         assert secret not in history, f"{secret} in docker history of {tag}"
-    scan = scan_layers(api, tag, (SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode()))
+    scan = scans[tag]
     layers = set(api.inspect_image(tag)["RootFS"]["Layers"])
     assert scan.layers == len(layers), f"scanned {scan.layers} of the {len(layers)} layers of {tag}"
     assert scan.configs == 1 and any(name.endswith("/site-packages/torch/__init__.py") for name in scan.files), (
@@ -84,26 +96,54 @@ class Scan:
 
 
 def scan_layers(api: docker.APIClient, tag: str, secrets: tuple[bytes, ...]) -> Scan:
-    """Every file of every exported layer (and the image config), searched for the secrets."""
-    scan = Scan()
+    """Every file of every exported layer of `tag` (and its image config), searched for the secrets."""
+    return scan_images(api, [tag], secrets)[tag]
+
+
+def scan_images(api: docker.APIClient, tags: list[str], secrets: tuple[bytes, ...]) -> dict[str, Scan]:
+    """Every file of every layer of each image (and each image config), searched for the secrets; the images are
+    exported together (`docker save A B C`), so a layer they share is read once."""
     # its own client: the engine may take longer than the shared client's 30 s before the export's first bytes
     exporter = engine_client(timeout=900)
     assert exporter is not None, "the engine stopped answering"
-    image = io.BytesIO(b"".join(exporter.get_image(tag)))
-    with tarfile.open(fileobj=image) as outer:
+    response = exporter._get(exporter._url("/images/get"), params={"names": tags}, stream=True)
+    exporter._raise_for_status(response)
+    read: dict[str, Scan] = {}  # member of the export -> what it holds
+    links: dict[str, str] = {}  # the export links a layer that recurs to its first copy
+    with tarfile.open(fileobj=io.BytesIO(b"".join(response.iter_content(2**20)))) as outer:
         for member in outer.getmembers():
-            if not member.isfile():
-                continue
-            data = outer.extractfile(member).read()
-            if member.name.endswith("layer.tar") or data[:262][257:262] == b"ustar":
-                scan.layers += 1
-                with tarfile.open(fileobj=io.BytesIO(data)) as layer:
-                    for entry in layer.getmembers():
-                        if entry.isfile():
-                            content = layer.extractfile(entry).read()
-                            scan.files.append(entry.name)
-                            scan.found += [f"{member.name}:{entry.name}" for s in secrets if s in content]
-            else:
-                scan.configs += member.name.endswith(".json") and b'"rootfs"' in data
-                scan.found += [member.name for s in secrets if s in data]
+            if member.isfile():
+                read[member.name] = scan_member(member.name, outer.extractfile(member).read(), secrets)
+            elif member.issym():
+                links[member.name] = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
+        manifest = json.loads(outer.extractfile("manifest.json").read())
+    read.update({name: read[target] for name, target in links.items() if target in read})
+    scans = {}
+    for image in manifest:
+        scan = Scan()
+        for name in [image["Config"], *dict.fromkeys(image["Layers"])]:
+            part = read[name]
+            scan.found += part.found
+            scan.files += part.files
+            scan.layers += part.layers
+            scan.configs += part.configs
+        scans.update(dict.fromkeys(image["RepoTags"], scan))
+    assert set(tags) <= set(scans), f"the export holds {sorted(scans)}, not {tags}"
+    return scans
+
+
+def scan_member(name: str, data: bytes, secrets: tuple[bytes, ...]) -> Scan:
+    """One member of an export: a layer (every file in it searched) or a JSON document (searched whole)."""
+    scan = Scan()
+    if name.endswith("layer.tar") or data[:262][257:262] == b"ustar":
+        scan.layers = 1
+        with tarfile.open(fileobj=io.BytesIO(data)) as layer:
+            for entry in layer.getmembers():
+                if entry.isfile():
+                    content = layer.extractfile(entry).read()
+                    scan.files.append(entry.name)
+                    scan.found += [f"{name}:{entry.name}" for s in secrets if s in content]
+    else:
+        scan.configs = int(name.endswith(".json") and b'"rootfs"' in data)
+        scan.found += [name for s in secrets if s in data]
     return scan

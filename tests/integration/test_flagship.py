@@ -6,12 +6,14 @@ once per session; `test_buildkit.py --compare-builders` compares them with the c
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import docker
 import pytest
 import yaml
 
-from torchimages.smoke import NO_GPU, SmokeRunner, Target
+from torchimages.smoke import NO_GPU, SmokeResult, SmokeRunner, Target
 
 from .conftest import NGC_COMPAT, EntryBuild, build_entry, build_py, entry_spec_with, ngc_env, run_in
 
@@ -86,10 +88,9 @@ def test_cuda_variants_share_every_base_layer(api: docker.APIClient, cuda_build:
         assert cuda_build.record(variant)["adds_bytes"] < 300e6, cuda_build.record(variant)
 
 
-def test_cuda_version_checks_fail_on_other_declared_versions(cuda_build: EntryBuild) -> None:
+def test_cuda_version_checks_fail_on_other_declared_versions(cuda_suites: dict[str, SmokeResult]) -> None:
     """The same image, declared with another cuDNN and NCCL: the checks read from the libraries must fail."""
-    expected = {**cuda_build.expected, "cudnn": "9.1.0.70", "nccl": "2.21.5"}
-    result = SmokeRunner().run(Target("wrong-facts", cuda_build.tags["base"], "base", "cuda", expected))
+    result = cuda_suites["wrong-facts"]
     failed = {c.name for c in result.checks if c.outcome == "failed"}
     assert {"test_gpu_ready::test_versions_read_from_the_libraries", "test_versions::test_cudnn",
             "test_versions::test_nccl"} <= failed, failed
@@ -138,9 +139,10 @@ def test_ngc_build_refuses_a_base_of_another_release(api: docker.APIClient, ngc_
     assert build_py("validate", "--matrix", str(matrix_file), env=env).returncode == 0
 
 
-def test_cuda_image_with_a_second_cudnn_and_a_broken_library_fails_the_gpu_ready_tier(
-        api: docker.APIClient, cuda_build: EntryBuild) -> None:
-    """A base cuDNN beside the wheel's, a truncated library, a claimed GPU generation without kernels: each fails."""
+@pytest.fixture(scope="module")
+def cuda_suites(api: docker.APIClient, cuda_build: EntryBuild) -> Iterator[dict[str, SmokeResult]]:
+    """The suite on the CUDA base declared with other versions, and on a broken copy of it (a base cuDNN beside the
+    wheel's, a truncated library, a claimed GPU generation without kernels), side by side."""
     site = f"/opt/venv/lib/python{cuda_build.spec.python}/site-packages/nvidia"
     dockerfile = (f"FROM {cuda_build.tags['base']}\nUSER 0:0\n"
                   f"RUN cp {site}/cudnn/lib/libcudnn.so.8 /usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.7 && "
@@ -148,11 +150,24 @@ def test_cuda_image_with_a_second_cudnn_and_a_broken_library_fails_the_gpu_ready
     stream = api.build(fileobj=io.BytesIO(dockerfile.encode()), tag="torchimages-broken:cuda-twice", rm=True,
                        forcerm=True, decode=True)
     assert not [chunk for chunk in stream if "error" in chunk]
+    targets = {
+        "wrong-facts": Target("wrong-facts", cuda_build.tags["base"], "base", "cuda",
+                              {**cuda_build.expected, "cudnn": "9.1.0.70", "nccl": "2.21.5"}),
+        "broken": Target("broken-cuda", "torchimages-broken:cuda-twice", "base", "cuda",
+                         {**cuda_build.expected, "archs": [*cuda_build.expected["archs"], "10.0"]}),
+    }
     try:
-        expected = {**cuda_build.expected, "archs": [*cuda_build.expected["archs"], "10.0"]}
-        result = SmokeRunner().run(Target("broken-cuda", "torchimages-broken:cuda-twice", "base", "cuda", expected))
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            futures = {case: pool.submit(SmokeRunner().run, target) for case, target in targets.items()}
+            yield {case: future.result() for case, future in futures.items()}
     finally:
         api.remove_image("torchimages-broken:cuda-twice", force=True)
+
+
+def test_cuda_image_with_a_second_cudnn_and_a_broken_library_fails_the_gpu_ready_tier(
+        cuda_suites: dict[str, SmokeResult]) -> None:
+    """A base cuDNN beside the wheel's, a truncated library, a claimed GPU generation without kernels: each fails."""
+    result = cuda_suites["broken"]
     failed = {c.name: c.message for c in result.checks if c.outcome == "failed"}
     assert set(failed) == {"test_gpu_ready::test_every_cuda_library_loads",
                            "test_gpu_ready::test_one_copy_of_each_cuda_library",
