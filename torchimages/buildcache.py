@@ -20,12 +20,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from .buildinputs import PROXY_VARIABLES
 from .errors import UserError
 from .render import BUILDKIT_DOCKERFILE
+
+if TYPE_CHECKING:
+    from .manifest import ReleaseManifest
 
 STAMP_MARKER = "# ---- release stamp:"
 DOCKERFILES = ("Dockerfile", BUILDKIT_DOCKERFILE)  # both syntaxes end in the same stamp
@@ -35,22 +38,37 @@ CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
+class Reusable:
+    """A previous release's image: its pinned reference (REPOSITORY@DIGEST) and the content digest it was built from."""
+
+    reference: str
+    content_digest: str | None
+
+
+@dataclass(frozen=True)
 class CacheSources:
     """Where builds may take cached layers or whole images from."""
 
     refs: tuple[str, ...] = ()  # --cache-from REF: pulled, then every build's cache_from
-    previous: dict[str, dict[str, Any]] = field(default_factory=dict)  # image -> its entry in the previous manifest
+    previous: dict[str, Reusable] = field(default_factory=dict)  # image -> the previous release's
 
     @classmethod
-    def parse(cls, values: tuple[str, ...], previous_manifest: dict[str, Any] | None) -> CacheSources:
-        """The --cache-from values; `previous` takes the images of the --previous manifest."""
+    def parse(cls, values: tuple[str, ...], previous_manifest: ReleaseManifest | None,
+              repository: str) -> CacheSources:
+        """The --cache-from values; `previous` takes the images of the --previous manifest, which must be this
+        release's repository's (`repository`): a downloaded manifest naming another registry is not pulled from."""
         refs = tuple(value for value in values if value != PREVIOUS)
         if PREVIOUS not in values:
             return cls(refs=refs)
         if previous_manifest is None:
             raise UserError("--cache-from previous needs --previous MANIFEST: the previous release's manifest names "
                             "its images (releases/RELEASE.json, written by push or promote)")
-        images = {entry["image"]: entry for entry in previous_manifest.get("images", []) if entry.get("reference")}
+        if previous_manifest.repository != repository:
+            raise UserError(f"--cache-from previous: the --previous manifest's images are in "
+                            f"{previous_manifest.repository}, not in this release's repository {repository}; only the "
+                            "release's own images are reused")
+        images = {item.image: Reusable(previous_manifest.reference(item), item.content_digest)
+                  for item in previous_manifest.images}
         return cls(refs=refs, previous=images)
 
     @property
@@ -58,16 +76,17 @@ class CacheSources:
         return bool(self.refs or self.previous)
 
     def reusable(self, image: str, digest: str | None) -> str | None:
-        """The previous release's image (by digest) when its content is this build's, else None."""
+        """The previous release's image (by digest) when its content is this build's, else None; the pulled image's
+        content label must say so too (Builds.reuse_checked)."""
         entry = self.previous.get(image)
-        if digest and entry and entry.get("content_digest") == digest:
-            return str(entry["reference"])
+        if digest and entry and entry.content_digest == digest:
+            return entry.reference
         return None
 
     def layer_sources(self, image: str) -> list[str]:
         """cache_from for a build of `image`: its previous release first, then every --cache-from REF."""
         entry = self.previous.get(image)
-        return ([str(entry["reference"])] if entry else []) + list(self.refs)
+        return ([entry.reference] if entry else []) + list(self.refs)
 
 
 def content_digest(context: Path, buildargs: dict[str, str], parent: str) -> str:

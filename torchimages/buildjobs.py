@@ -163,7 +163,7 @@ class BuildRunner:
             digest = self.digests[job.image] = self._content_digest(job, context, buildargs)
             labels = {CONTENT_LABEL: digest} if digest else None
             previous = None if self.engine.no_cache else self.cache.reusable(job.image, digest)
-            if previous and self._pulled(job.image, previous):
+            if previous and self._pulled(job.image, previous) and self._labelled(job.image, previous, digest):
                 self.reused[job.image] = previous
                 outcome = self._stamp(job, previous, context, Path(tmp) / "stamp", labels)
             else:
@@ -198,6 +198,15 @@ class BuildRunner:
                 self.emit(StageEvent(image, "note", f"cache: {reference} not pulled ({why}); building without it" if why
                                      else f"cache: {reference} ready ({took:.1f} s)"))
             return self._pulls[reference] is None
+
+    def _labelled(self, image: str, reference: str, digest: str | None) -> bool:
+        """The pulled image's own content label must be this build's digest, not only the manifest that named it."""
+        labels = self.engine.image_labels(reference)
+        if labels.get(CONTENT_LABEL) == digest:
+            return True
+        self.emit(StageEvent(image, "note", f"cache: {reference} not reused: its {CONTENT_LABEL} label is "
+                                            f"{labels.get(CONTENT_LABEL)!r}, not this build's {digest}; building"))
+        return False
 
     def _auth_for(self, reference: str) -> dict[str, str] | None:
         """The given credentials for their own registry only; elsewhere what `docker login` stored (None)."""

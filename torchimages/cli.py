@@ -20,9 +20,10 @@ from .consoles import err, out
 from .errors import UserError
 from .lock import LockFile, lock_path
 from .lock import stale as stale_pins
+from .manifest import MAX_TAG
 from .matrix import FLAVORS, VARIANTS
 from .settings import ROOT_ENV, SETTINGS, is_checkout
-from .specs import Plan, release_problem, resolve
+from .specs import Plan, image_tag, release_problem, resolve
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .buildcache import CacheSources
     from .buildjobs import Selection
     from .buildstage import BuildOptions
+    from .manifest import ReleaseManifest
     from .publishstage import PushOptions
 
 # The stages that talk to the engine (build, smoke, bench, push) import the Docker SDK, which costs more than the
@@ -84,11 +86,22 @@ def checked_release(_ctx: click.Context, _param: click.Parameter, release: str |
     return release
 
 
+def check_tag_lengths(plan: Plan, prefix: str, option: str) -> None:
+    """Docker's 128 characters hold for the whole image tag, PREFIX-IMAGE, not for the release alone."""
+    longest = max((image_tag(prefix, name) for spec in plan.specs for name in spec.image_names()), key=len, default="")
+    if len(longest) > MAX_TAG:
+        raise UserError(f"{option} {prefix[:40]!r}...: the image tag {longest[:60]}... would be {len(longest)} characters; "
+                        f"Docker's limit is {MAX_TAG} for the release, '-' and the image name together: shorten it")
+
+
 def load_plan(path: Path, quiet: bool = False) -> Plan:
     """Validate the matrix fully (shape, then compatibility) and print its warnings."""
     context = click.get_current_context(silent=True)
     limit = context.meta.get("max_images", matrix_stage.MAX_IMAGES) if context else matrix_stage.MAX_IMAGES
     plan = resolve(matrix_stage.load(path, max_images=limit))
+    release = context.params.get("release") if context else None
+    if isinstance(release, str):
+        check_tag_lengths(plan, release, "--tag")
     lock = LockFile.load(lock_path(path))
     if not quiet:
         for spec in plan.specs:
@@ -208,39 +221,45 @@ def push_options_from(plan: Plan, values: dict, release: str | None = None) -> P
     if candidate is not None and (not release or release_problem(f"{release}-{candidate}") or not candidate):
         raise UserError(f"--candidate {candidate!r} does not make a valid tag after {release}-: use letters, digits, "
                         "'.', '_' and '-', e.g. rc.42")
+    if candidate is not None and release:
+        check_tag_lengths(plan, f"{release}-{candidate}", "--candidate")
     return PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
                        password_env=values["password_env"], password_stdin=values["password_stdin"],
                        registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"],
                        candidate=candidate)
 
 
-def build_options_from(release: str, images_dir: Path, values: dict) -> BuildOptions:
+def build_options_from(release: str, images_dir: Path, values: dict, *, repository: str) -> BuildOptions:
+    """`repository`: where this release's images go; `--cache-from previous` reuses images from there only."""
     from .buildstage import BuildOptions
 
     inputs = BuildInputs(pip_index_url=values["pip_index_url"], torch_index_url=values["torch_index_url"],
                          apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
                          offline=values["offline"], base_image=values["base_image"])
     inputs.check()  # before anything is rendered, planned or built
-    from .report import read_manifest
+    from . import manifest
 
-    previous = read_manifest(values["previous_manifest"]) if values["previous_manifest"] else None
+    previous = manifest.read(values["previous_manifest"]) if values["previous_manifest"] else None
     return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
                         no_cache=values["no_cache"], plain=values["plain"], report=values["report"], logs=values["logs"],
                         inputs=inputs, budget=budget_from(values, previous), builder=str(values["builder"]),
-                        cache=cache_sources_from(tuple(values["cache_from"]), previous, no_cache=bool(values["no_cache"])))
+                        cache=cache_sources_from(tuple(values["cache_from"]), previous, repository,
+                                                 no_cache=bool(values["no_cache"])))
 
 
-def budget_from(values: dict, previous: dict | None) -> Budget:
+def budget_from(values: dict, previous: ReleaseManifest | None) -> Budget:
     from .budget import Budget, parse_growth
 
     try:
         growth = parse_growth(str(values["max_growth"]))
     except ValueError:
-        raise UserError(f"--max-growth {values['max_growth']!r} is not a share: write e.g. 5% or 0.05") from None
+        raise UserError(f"--max-growth {values['max_growth']!r} is not a growth: a percent from 0% to 1000% (5%) or "
+                        "a share from 0 to 1 (0.05); a bare number above 1 is refused, it could mean either") from None
     return Budget(max_growth=growth, previous=previous)
 
 
-def cache_sources_from(values: tuple[str, ...], previous: dict | None, *, no_cache: bool) -> CacheSources:
+def cache_sources_from(values: tuple[str, ...], previous: ReleaseManifest | None, repository: str, *,
+                       no_cache: bool) -> CacheSources:
     from .buildcache import PREVIOUS, CacheSources
 
     if values and no_cache:
@@ -248,7 +267,7 @@ def cache_sources_from(values: tuple[str, ...], previous: dict | None, *, no_cac
     for value in values:
         if value != PREVIOUS and (why := grammar.control_problem(value) or grammar.image_reference_problem(value)):
             raise UserError(f"--cache-from {value}: {why}")
-    return CacheSources.parse(values, previous)
+    return CacheSources.parse(values, previous, repository)
 
 
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -272,7 +291,7 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
     plan = load_plan(matrix_path)
     images_dir = images_folder(matrix_path, images_dir)
-    options = build_options_from(release, images_dir, values)
+    options = build_options_from(release, images_dir, values, repository=str(values["push_registry"] or plan.registry))
     if values["push"]:
         push_options_from(plan, values, release).check()  # before a long build, not after it
     elif values["candidate"]:
@@ -296,7 +315,7 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
 
     plan = load_plan(matrix_path)
     images_dir = images_folder(matrix_path, images_dir)
-    options = build_options_from(release, images_dir, values)
+    options = build_options_from(release, images_dir, values, repository=str(values["push_registry"] or plan.registry))
     if dry_run:
         release_stages.print_plan(plan, options)
         return
@@ -332,6 +351,9 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
     if not path.exists():
         raise UserError(f"no report at {path}: run build and test first, or pass --report")
     run_report = Report.load(path)
+    if run_report.release != release:  # its images would be pushed under the other release's tags
+        raise UserError(f"{path} is the report of release {run_report.release}, not {release}: push --tag "
+                        f"{run_report.release}, or give --report the report of {release}")
     options = push_options_from(plan, values, release)
     credentials = options.credentials()
     with release_stages.shown(plain, logs_path(release, logs)) as (emit, _):
@@ -352,18 +374,21 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
 def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool, logs: Path | None,
             **values: object) -> None:
     """Point every release tag at its tested candidate's digest (manifest PUT), only when every image passed."""
+    from . import manifest, publish
     from . import promote as promotion
-    from . import publish
     from . import release as release_stages
     from .registry import split_reference
-    from .report import logs_path, read_manifest
+    from .report import logs_path
 
     plan = load_plan(matrix_path, quiet=True)
     options = push_options_from(plan, values)
-    candidates = read_manifest(candidates_path)
-    if candidates.get("release") != release or candidates.get("repository") != options.repository:
-        raise UserError(f"{candidates_path} is release {candidates.get('release')} in {candidates.get('repository')}, "
+    candidates = manifest.read(candidates_path)
+    if candidates.release != release or candidates.repository != options.repository:
+        raise UserError(f"{candidates_path} is release {candidates.release} in {candidates.repository}, "
                         f"not {release} in {options.repository}")
+    release_path = options.manifest_path or Path("releases") / f"{release}.json"
+    manifest.check_writable(release_path)  # every check before the first tag is written
+    manifest.sbom_contents(candidates)
     registry = publish.registry_client(split_reference(options.repository)[0], options.credentials(), options.registry_ca)
     expected = [name for spec in plan.specs for name in spec.image_names()]
     try:
@@ -380,9 +405,8 @@ def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool,
         err.print(f"[bold red]promotion incomplete[/]: {len(failed)} of {len(promotions)} release tags not written "
                   f"({escape(failed[0].error or '')}); run the same command again to finish", markup=True)
         sys.exit(1)
-    data = promotion.release_manifest(candidates, promotions, folder=candidates_path.parent)
-    json_path, markdown_path = publish.write_manifest(data, options.manifest_path or Path("releases") / f"{release}.json")
-    out.print(f"promoted {len(promotions)} images of {release} from {candidates['candidate']}; release manifest: "
+    json_path, markdown_path = manifest.write(promotion.release_manifest(candidates, promotions), release_path)
+    out.print(f"promoted {len(promotions)} images of {release} from {candidates.candidate}; release manifest: "
               f"{json_path} ({markdown_path.name})")
 
 
@@ -406,14 +430,14 @@ def release_diff(old_manifest: Path, new_manifest: Path, fmt: str) -> None:
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False))
 def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -> None:
     """Merge the reports of separate per-image runs into one release manifest."""
-    from . import publish
+    from . import manifest, publish
     from .publishstage import check_repository
     from .report import Report
 
     check_repository(repository)
-    data = publish.manifest([Report.load(p) for p in reports], repository)
-    json_path, markdown_path = publish.write_manifest(data, out_path)
-    out.print(f"release manifest: {json_path} ({markdown_path.name}): {len(data['images'])} images")
+    made = publish.manifest([Report.load(p) for p in reports], repository)
+    json_path, markdown_path = manifest.write(made, out_path)
+    out.print(f"release manifest: {json_path} ({markdown_path.name}): {len(made.images)} images")
 
 
 @main.command(name="test")

@@ -205,6 +205,10 @@ class Engine:
         except docker.errors.ImageNotFound:
             return None
 
+    def image_labels(self, reference: str) -> dict[str, str]:
+        """The labels of a local image ({} when it has none)."""
+        return dict(self.api.inspect_image(reference)["Config"].get("Labels") or {})
+
     def image_info(self, tag: str) -> dict[str, Any]:
         """ID, size in bytes and layer count of a built image."""
         data = self.api.inspect_image(tag)

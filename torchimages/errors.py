@@ -52,3 +52,12 @@ class UserError(Exception):
         self.problems = problems
         self.detail = detail  # output of a tool that failed (a log tail), printed as it is below the problems
         super().__init__("\n".join(str(p) for p in problems))
+
+
+MARKDOWN_SPECIAL = {c: f"\\{c}" for c in "\\`*_[]|#"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+
+
+def markdown_text(value: object) -> str:
+    """A value from a file as Markdown text: one line (visible), no HTML, and no character that would make it
+    emphasis, code, a link, a table cell or a heading."""
+    return "".join(MARKDOWN_SPECIAL.get(c, c) for c in visible(str(value)))

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import grammar
+from .checkedjson import Fields, digest_problem, load
 from .errors import UserError
 from .specs import Plan
 
@@ -47,18 +49,26 @@ class LockFile:
 
     @classmethod
     def load(cls, path: Path) -> LockFile:
+        """The lock beside the matrix, every pin checked: a tag that is an image reference, a sha256 digest (what
+        render writes into FROM), and one-line text for when and where it was read."""
         if not path.is_file():
             return cls(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            pins = {tag: Pin(**pin) for tag, pin in data["pins"].items()}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise UserError(f"{path}: not a lock file this tool wrote ({type(exc).__name__}: {exc}); "
-                            "delete it and run python build.py lock") from None
-        for tag, pin in pins.items():
-            if not (pin.digest.startswith("sha256:") and len(pin.digest) == 71):
-                raise UserError(f"{path}: the pin of {tag} is not a sha256 digest: {pin.digest!r}")
-        return cls(path, pins)
+        top = Fields(str(path), load(path, "a lock file"), allowed=("comment", "pins"))
+        top.text("comment", grammar.control_problem, optional=True)
+        pins = top.sub("pins", ())
+        assert pins is not None
+        found = {}
+        for tag in pins.data:
+            why = grammar.control_problem(tag) or grammar.image_reference_problem(tag)
+            if why or "@" in tag:
+                pins.refuse(tag, f"{why or 'is pinned already (it holds a digest)'}; delete the pin and run "
+                                 "python build.py lock")
+            pin = pins.sub(tag, ("digest", "locked_at", "source"))
+            assert pin is not None
+            found[tag] = Pin(digest=pin.required_text("digest", digest_problem),
+                             locked_at=pin.required_text("locked_at", grammar.control_problem),
+                             source=pin.required_text("source", grammar.control_problem))
+        return cls(path, found)
 
     def write(self) -> None:
         from .report import atomic_write  # here: every command reads the lock, only `lock` writes it
@@ -129,6 +139,8 @@ def update(plan: Plan, lock: LockFile, resolve: Resolver, *, refresh: bool) -> l
         digest = resolve(location)
         if digest is None:
             raise UserError(f"{tag}: the registry has no such tag ({location.url}); fix base_image in the matrix")
+        if why := digest_problem(digest):  # what is written here is rendered into every FROM line
+            raise UserError(f"{location.url}: the registry answered a digest that cannot be pinned: {why}")
         if old is None or old.digest != digest:
             changes.append(Change(tag, old.digest if old else None, digest))
             lock.pins[tag] = Pin(digest=digest, locked_at=now, source=location.url)

@@ -9,16 +9,17 @@ that dies) is finished by running promote again: tags already at their digest ar
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import requests
 
 from .errors import UserError
 from .events import EventSink, StageEvent
+from .manifest import ReleaseManifest
 from .registry import RegistryClient, split_reference
 
 T = TypeVar("T")
@@ -34,26 +35,26 @@ class Promotion:
     digest: str
     candidate_tag: str  # repository:tag the image was pushed to
     release_tag: str  # repository:tag it becomes
+    tag: str  # the release tag alone: what the manifest PUT names
     state: str = "pending"  # pending, unchanged (already there), promoted, failed
     error: str | None = None
 
-    @property
-    def tag(self) -> str:
-        return self.release_tag.rsplit(":", 1)[1]
 
-
-def plan(manifest: dict[str, Any], expected: list[str]) -> list[Promotion]:
-    """One promotion per image of the release; refused unless the manifest is a candidate one holding every image
-    the matrix makes (a failed or missing entry leaves its images out of the merged manifest)."""
-    if not manifest.get("candidate"):
+def plan(candidates: ReleaseManifest, expected: list[str]) -> list[Promotion]:
+    """One promotion per image of the release; refused unless the manifest is a candidates' one holding every image
+    the matrix makes (a failed or missing entry leaves its images out of the merged manifest). Every tag is derived
+    from the release and the image name (manifest.ReleaseManifest), never taken from the file."""
+    if not candidates.candidate:
         raise UserError("this manifest holds no candidate images (push with --candidate ID, merge with build.py manifest)")
-    images = {image["image"]: image for image in manifest["images"]}
+    images = candidates.by_name()
     missing = [name for name in expected if name not in images]
     if missing:
-        raise PromotionRefused(f"release {manifest['release']}: {len(missing)} of {len(expected)} images "
+        raise PromotionRefused(f"release {candidates.release}: {len(missing)} of {len(expected)} images "
                                f"did not pass or were not pushed ({', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}); "
                                "no release tag was written")
-    return [Promotion(name, images[name]["digest"], images[name]["tag"], images[name]["release_tag"]) for name in expected]
+    repository = candidates.repository
+    return [Promotion(name, images[name].digest, f"{repository}:{candidates.pushed_tag(name)}",
+                      f"{repository}:{candidates.release_tag(name)}", candidates.release_tag(name)) for name in expected]
 
 
 class Promoter:
@@ -66,8 +67,11 @@ class Promoter:
         """Before any PUT: a release tag that points at another image refuses the whole release (unless --force)."""
         conflicts = []
         for promotion in promotions:
-            current = self._retrying(f"reading {promotion.release_tag}",
-                                     lambda p=promotion: self.registry.digest(self.name, p.tag))
+            try:
+                current = self._retrying(f"reading {promotion.release_tag}",
+                                         lambda p=promotion: self.registry.digest(self.name, p.tag))
+            except requests.RequestException as exc:
+                raise PromotionRefused(f"{exc}; no release tag was written") from None
             if current == promotion.digest:
                 promotion.state = "unchanged"
             elif current is not None and not self.force:
@@ -97,6 +101,10 @@ class Promoter:
         """The candidate's manifest, byte for byte, PUT under the release tag; the registry must answer its digest."""
         body, media_type = self._retrying(f"reading {promotion.candidate_tag}",
                                           lambda: self.registry.manifest(self.name, promotion.digest))
+        read = f"sha256:{hashlib.sha256(body).hexdigest()}"
+        if read != promotion.digest:  # what is PUT is what was tested, whatever the registry answered
+            raise requests.RequestException(f"the registry answered {promotion.digest} with a manifest whose digest "
+                                            f"is {read}; nothing was written")
         answered = self._retrying(f"writing {promotion.release_tag}",
                                   lambda: self.registry.put_manifest(self.name, promotion.tag, body, media_type))
         if answered != promotion.digest:
@@ -117,14 +125,8 @@ class Promoter:
         raise AssertionError("unreachable")
 
 
-def release_manifest(candidates: dict[str, Any], promotions: list[Promotion], *, folder: Path) -> dict[str, Any]:
-    """The release manifest: the candidate manifest with each image's release tag (the digests are the same); each
-    SBOM is taken from beside the candidate manifest (`folder`), to be copied beside the release manifest."""
-    tags = {p.image: p.release_tag for p in promotions}
-    images = [{**image, "tag": tags[image["image"]]} for image in candidates["images"] if image["image"] in tags]
-    for image in images:
-        if image.get("sbom", {}).get("path"):
-            sbom = dict(image["sbom"])
-            source = folder / sbom.pop("path")
-            image["sbom"] = {**sbom, "source": str(source)}
-    return {**candidates, "candidate": None, "promoted_from": candidates["candidate"], "images": images}
+def release_manifest(candidates: ReleaseManifest, promotions: list[Promotion]) -> ReleaseManifest:
+    """The release manifest: the candidates' images that were promoted, under their release tags (the digests are
+    the same); their SBOMs are the candidates', copied beside the release manifest when it is written."""
+    promoted = {p.image for p in promotions}
+    return replace(candidates.promoted(), images=tuple(i for i in candidates.images if i.image in promoted))

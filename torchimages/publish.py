@@ -13,7 +13,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,10 +22,12 @@ import docker.auth
 import docker.errors
 import requests
 
+from .checkedjson import contained
 from .errors import UserError
 from .events import EventSink, Kind, StageEvent, ignore
+from .manifest import ManifestImage, ReleaseManifest, SbomFile, SmokeCounts
 from .registry import RegistryClient, split_reference
-from .report import ImageRecord, PushStage, Report, atomic_write
+from .report import ImageRecord, PushStage, Report
 from .specs import image_tag
 
 T = TypeVar("T")
@@ -243,8 +245,9 @@ def default_ca(host: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def manifest(reports: list[Report], repository: str) -> dict[str, object]:
-    """The release manifest from one or more reports (separate per-image runs merge into the same result)."""
+def manifest(reports: list[Report], repository: str) -> ReleaseManifest:
+    """The release manifest from one or more reports (separate per-image runs merge into the same result): each image
+    the report records as pushed, with the digest the registry confirmed."""
     releases = {report.release for report in reports}
     if len(releases) != 1:
         raise UserError(f"reports of different releases cannot be merged: {sorted(releases)}")
@@ -252,60 +255,34 @@ def manifest(reports: list[Report], repository: str) -> dict[str, object]:
     candidates = {r.push.candidate for report in reports for r in report.images if r.push and r.push.ok}
     if len(candidates) > 1:
         raise UserError(f"reports of different candidates cannot be merged: {sorted(map(str, candidates))}")
-    images = {}
+    made = ReleaseManifest(release=release, repository=repository, images=(),
+                           candidate=candidates.pop() if candidates else None)
+    images: dict[str, ManifestImage] = {}
     for report in reports:
         for record in report.images:
             if record.push and record.push.ok:
-                if record.smoke is None:
-                    raise UserError(f"{record.image}: the report records a push but no smoke results; merge the "
-                                    "reports of runs that ran the smoke suite")
-                smoke = record.smoke
-                images[record.image] = {
-                    "image": record.image, "variant": record.variant, "tag": record.push.reference,
-                    "release_tag": f"{repository}:{image_tag(release, record.image)}",
-                    "reference": f"{repository}@{record.push.digest}", "digest": record.push.digest,
-                    "size_bytes": record.size_bytes, "layers": record.layers, "versions": record.versions,
-                    "content_digest": record.content_digest,
-                    "smoke": {"passed": smoke.passed, "failed": smoke.failed, "skipped": smoke.skipped,
-                              "skipped_no_gpu": smoke.skipped_no_gpu},
-                }
-                if record.sbom and report.folder:
-                    images[record.image]["sbom"] = {"source": str(report.folder / record.sbom.path),
-                                                    "sha256": record.sbom.sha256, "packages": record.sbom.packages}
-    return {"release": release, "candidate": candidates.pop() if candidates else None, "repository": repository,
-            "images": [images[k] for k in sorted(images)]}
+                images[record.image] = manifest_image(record, report, made)
+    return replace(made, images=tuple(images[name] for name in sorted(images)))
 
 
-def copy_sbom(source: Path, manifest_path: Path, image: str) -> str:
-    """Copy an SBOM into the manifest's SBOM folder; its path relative to the manifest."""
-    relative = f"{manifest_path.stem}.sbom/{image}.spdx.json"
-    target = manifest_path.parent / relative
-    if source.resolve() != target.resolve():
-        try:
-            content = source.read_bytes()
-        except OSError as exc:
-            raise UserError(f"the SBOM of {image} is missing ({source}: {exc.strerror}); keep the reports' "
-                            "RELEASE.sbom/ folders beside them") from None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
-    return relative
-
-
-def write_manifest(data: dict, path: Path) -> tuple[Path, Path]:
-    """JSON and a Markdown table of pinnable references, each written atomically; each image's SBOM is copied beside
-    it (MANIFEST.sbom/IMAGE.spdx.json) and referenced by that relative path and its sha256."""
-    for image in data["images"]:
-        if image.get("sbom", {}).get("source"):
-            sbom = dict(image["sbom"])
-            relative = copy_sbom(Path(sbom.pop("source")), path, image["image"])
-            image["sbom"] = {"path": relative, **sbom}
-    atomic_write(path, json.dumps(data, indent=2) + "\n")
-    lines = [f"# Release {data['release']}", "", "| image | pin | torch | cuda | cudnn | python | smoke |",
-             "|---|---|---|---|---|---|---|"]
-    for image in data["images"]:
-        v, s = image["versions"], image["smoke"]
-        lines.append(f"| {image['image']} | `{image['reference']}` | {v.get('torch')} | {v.get('cuda') or '-'} | "
-                     f"{v.get('cudnn') or '-'} | {v.get('python')} | {s['passed']} passed, {s['skipped_no_gpu']} GPU skipped |")
-    markdown = path.with_suffix(".md")
-    atomic_write(markdown, "\n".join(lines) + "\n")
-    return path, markdown
+def manifest_image(record: ImageRecord, report: Report, made: ReleaseManifest) -> ManifestImage:
+    """One pushed image of a report; its push must be where this manifest's tags say, and its SBOM beside the report."""
+    if record.smoke is None:
+        raise UserError(f"{record.image}: the report records a push but no smoke results; merge the reports of runs "
+                        "that ran the smoke suite")
+    assert record.push is not None and record.push.digest is not None
+    expected = f"{made.repository}:{made.pushed_tag(record.image)}"
+    if record.push.reference != expected:
+        raise UserError(f"{report.folder}: {record.image} was pushed to {record.push.reference}, not {expected}: merge "
+                        "reports of pushes to this --registry")
+    sbom = None
+    if record.sbom and report.folder:
+        file = contained(report.folder, record.sbom.path)
+        if file is None:
+            raise UserError(f"{report.folder}: the SBOM path of {record.image} leads out of the report's folder")
+        sbom = SbomFile(file=file, sha256=record.sbom.sha256, packages=record.sbom.packages)
+    smoke = record.smoke
+    return ManifestImage(image=record.image, variant=record.variant, digest=record.push.digest,
+                         versions=record.versions, size_bytes=record.size_bytes, layers=record.layers,
+                         content_digest=record.content_digest, sbom=sbom,
+                         smoke=SmokeCounts(smoke.passed, smoke.failed, smoke.skipped, smoke.skipped_no_gpu))

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import requests
+
+from . import grammar
+from .checkedjson import digest_problem
+from .errors import visible
 
 MANIFEST_TYPES = ", ".join((
     "application/vnd.docker.distribution.manifest.v2+json",
@@ -40,7 +46,7 @@ class RegistryClient:
 
     def __init__(self, host: str, *, username: str | None = None, password: str | None = None,
                  ca: Path | None = None, timeout: float = 30) -> None:
-        self.base = f"https://{host}"
+        self.host, self.base = host, f"https://{host}"
         self.auth = (username, password) if username else None
         # On these machines REQUESTS_CA_BUNDLE is set globally and would override the session: pass verify per call.
         self.verify: str | bool = str(ca) if ca else True
@@ -54,7 +60,12 @@ class RegistryClient:
         if response.status_code == 404:
             return None
         response.raise_for_status()
-        return RemoteTag(digest=response.headers["Docker-Content-Digest"], config_digest=response.json()["config"]["digest"])
+        try:
+            config = response.json()["config"]["digest"]
+        except (ValueError, KeyError, TypeError):
+            raise requests.RequestException(f"{name}:{tag}: the registry answered a manifest without a config") from None
+        return RemoteTag(digest=checked_digest(response.headers.get("Docker-Content-Digest"), f"{name}:{tag}"),
+                         config_digest=checked_digest(config, f"{name}:{tag} config"))
 
     def digest(self, name: str, tag: str) -> str | None:
         """The digest NAME:TAG resolves to (an index's for a multi-arch image, as `docker pull` pins), None if absent."""
@@ -62,7 +73,8 @@ class RegistryClient:
         if response.status_code == 404:
             return None
         response.raise_for_status()
-        return response.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(response.content).hexdigest()}"
+        answered = response.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(response.content).hexdigest()}"
+        return checked_digest(answered, f"{name}:{tag}")
 
     def manifest(self, name: str, reference: str) -> tuple[bytes, str]:
         """The manifest stored under a tag or digest, byte for byte, and its media type."""
@@ -74,7 +86,8 @@ class RegistryClient:
         """Point NAME:TAG at a manifest (no layer moves: the blobs are in the repository); the digest it answers."""
         response = self.request("PUT", f"/v2/{name}/manifests/{tag}", headers={"Content-Type": media_type}, data=body)
         response.raise_for_status()
-        return response.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(body).hexdigest()}"
+        answered = response.headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(body).hexdigest()}"
+        return checked_digest(answered, f"{name}:{tag}")
 
     def get(self, path: str, headers: dict[str, str]) -> requests.Response:
         return self.request("GET", path, headers=headers)
@@ -92,9 +105,35 @@ class RegistryClient:
         return response
 
     def _token(self, challenge: str) -> str:
+        """A bearer token from the realm the registry's challenge names. The realm is the registry's word, so it is
+        input: it must be https, and the credentials go with the request only when the realm is on the registry's own
+        host or on a host the user allows (TORCHIMAGES_TOKEN_HOSTS, e.g. auth.docker.io); elsewhere the token is asked
+        for anonymously."""
         fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
-        realm = fields.pop("realm")
-        response = self.session.get(realm, params=fields, auth=self.auth, verify=self.verify, timeout=self.timeout)
+        realm = fields.pop("realm", "")
+        parts = urlsplit(realm)
+        if parts.scheme != "https" or not parts.hostname or parts.username or parts.password:
+            raise requests.RequestException(f"the registry {self.host} names the token realm {visible(realm)[:120]!r}: "
+                                            "not an https URL, so no token is asked for and no credential is sent")
+        trusted = parts.hostname == urlsplit(self.base).hostname or parts.hostname in token_hosts()
+        response = self.session.get(realm, params=fields, auth=self.auth if trusted else None, verify=self.verify,
+                                    timeout=self.timeout, allow_redirects=False)
         response.raise_for_status()
         data = response.json()
-        return data.get("token") or data["access_token"]
+        token = data.get("token") or data.get("access_token") if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token or grammar.control_problem(token):
+            raise requests.RequestException(f"the token realm {parts.hostname} answered no token")
+        return token
+
+
+def token_hosts() -> set[str]:
+    """Hosts besides the registry's own that may receive the registry credentials for a token."""
+    return {host.strip().lower() for host in os.environ.get("TORCHIMAGES_TOKEN_HOSTS", "").split(",") if host.strip()}
+
+
+def checked_digest(value: str | None, what: str) -> str:
+    """A digest the registry answered, refused unless it is sha256: and 64 hex digits."""
+    why = digest_problem(value or "")
+    if why:
+        raise requests.RequestException(f"{what}: the registry answered the digest {visible(value or '')[:80]!r}; {why}")
+    return str(value)

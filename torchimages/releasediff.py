@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import sbom
-from .report import read_manifest
+from . import manifest, sbom
+from .errors import markdown_text
+from .manifest import ManifestImage, ReleaseManifest
 
 VERSIONS = ("torch", "cuda", "cudnn", "nccl", "python")
 KINDS = {"deb": "Debian", "pypi": "Python"}
@@ -38,14 +39,13 @@ class ImageDiff:
     notes: list[str] = field(default_factory=list)
 
 
-def load(path: Path) -> dict[str, Any]:
-    """A release manifest, with the folder its SBOM paths are relative to."""
-    return {**read_manifest(path), "_folder": path.parent}
+def load(path: Path) -> ReleaseManifest:
+    """A release manifest, every field checked (manifest.read)."""
+    return manifest.read(path)
 
 
-def diff(old: dict[str, Any], new: dict[str, Any]) -> list[ImageDiff]:
-    before = {image["image"]: image for image in old["images"]}
-    after = {image["image"]: image for image in new["images"]}
+def diff(old: ReleaseManifest, new: ReleaseManifest) -> list[ImageDiff]:
+    before, after = old.by_name(), new.by_name()
     found = []
     for name in sorted(before.keys() | after.keys()):
         if name not in before:
@@ -53,30 +53,30 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[ImageDiff]:
         elif name not in after:
             found.append(ImageDiff(name, "removed"))
         else:
-            found.append(image_diff(name, before[name], after[name], old["_folder"], new["_folder"]))
+            found.append(image_diff(name, before[name], after[name]))
     return found
 
 
-def image_diff(name: str, old: dict[str, Any], new: dict[str, Any], old_folder: Path, new_folder: Path) -> ImageDiff:
+def image_diff(name: str, old: ManifestImage, new: ManifestImage) -> ImageDiff:
     result = ImageDiff(name, "unchanged")
     for key in VERSIONS:
-        a, b = (old.get("versions") or {}).get(key), (new.get("versions") or {}).get(key)
+        a, b = old.versions.get(key), new.versions.get(key)
         if a != b:
             result.versions[key] = (a, b)
-    result.size = (old.get("size_bytes"), new.get("size_bytes"))
-    result.layers = (old.get("layers"), new.get("layers"))
+    result.size = (old.size_bytes, new.size_bytes)
+    result.layers = (old.layers, new.layers)
     for key in ("passed", "failed", "skipped", "skipped_no_gpu"):
-        a, b = (old.get("smoke") or {}).get(key), (new.get("smoke") or {}).get(key)
+        a, b = getattr(old.smoke, key), getattr(new.smoke, key)
         if a != b:
             result.smoke[key] = (a, b)
-    old_sbom, new_sbom = sbom_of(old, old_folder, result), sbom_of(new, new_folder, result)
+    old_sbom, new_sbom = sbom_of(old, result), sbom_of(new, result)
     if old_sbom is not None and new_sbom is not None:
         for kind in KINDS:
             changes = package_changes(old_sbom.get(kind, {}), new_sbom.get(kind, {}))
             if changes:
                 result.packages[kind] = changes
-    moved = old.get("digest") != new.get("digest")
-    same_content = bool(old.get("content_digest")) and old.get("content_digest") == new.get("content_digest")
+    moved = old.digest != new.digest
+    same_content = bool(old.content_digest) and old.content_digest == new.content_digest
     if moved and same_content:  # reused by --cache-from previous: the same layers under new release labels
         result.notes.append("the same content (content digest), only the release labels are new")
     if result.versions or result.packages or result.smoke or (moved and not same_content):
@@ -84,16 +84,15 @@ def image_diff(name: str, old: dict[str, Any], new: dict[str, Any], old_folder: 
     return result
 
 
-def sbom_of(image: dict[str, Any], folder: Path, result: ImageDiff) -> dict[str, dict[str, str]] | None:
-    entry = image.get("sbom")
-    if not entry:
+def sbom_of(image: ManifestImage, result: ImageDiff) -> dict[str, dict[str, str]] | None:
+    """type -> name -> version from the image's SBOM, once its bytes match its sha256; a missing file is a note."""
+    if image.sbom is None:
         result.notes.append("an SBOM is missing: packages not compared")
         return None
-    path = folder / entry["path"]
-    if not path.is_file():
-        result.notes.append(f"{path} is missing: packages not compared")
+    if not image.sbom.file.is_file():
+        result.notes.append(f"{image.sbom.file.name} is missing: packages not compared")
         return None
-    return sbom.packages(path)
+    return sbom.packages_of(image.sbom.read(image.image), image.sbom.file)
 
 
 def package_changes(old: dict[str, str], new: dict[str, str]) -> PackageChanges:
@@ -104,15 +103,18 @@ def package_changes(old: dict[str, str], new: dict[str, str]) -> PackageChanges:
     )
 
 
-def markdown(old: dict[str, Any], new: dict[str, Any], diffs: list[ImageDiff]) -> str:
-    lines = [f"# Changes from {old.get('release')} to {new.get('release')}", ""]
+def markdown(old: ReleaseManifest, new: ReleaseManifest, diffs: list[ImageDiff]) -> str:
+    """Release notes: every value from a manifest or an SBOM is escaped (errors.markdown_text), so none can forge a
+    heading, a link or HTML."""
+    m = markdown_text
+    lines = [f"# Changes from {m(old.release)} to {m(new.release)}", ""]
     for item in diffs:
-        lines.append(f"## {item.image}: {item.state}")
+        lines.append(f"## {m(item.image)}: {item.state}")
         if item.state in ("added", "removed"):
             lines.append("")
             continue
         for key, (a, b) in item.versions.items():
-            lines.append(f"- {key}: {a} -> {b}")
+            lines.append(f"- {key}: {m(a)} -> {m(b)}")
         if item.size != (None, None):
             lines.append(f"- size: {mb(item.size[0])} -> {mb(item.size[1])} ({growth(*item.size)})")
         if item.layers[0] != item.layers[1]:
@@ -123,17 +125,16 @@ def markdown(old: dict[str, Any], new: dict[str, Any], diffs: list[ImageDiff]) -
             label = KINDS[kind]
             lines += [f"- {label} packages: {len(changes.added)} added, {len(changes.removed)} removed, "
                       f"{len(changes.changed)} changed"]
-            lines += [f"  - added {n} {v}" for n, v in changes.added.items()]
-            lines += [f"  - removed {n} {v}" for n, v in changes.removed.items()]
-            lines += [f"  - {n} {a} -> {b}" for n, (a, b) in changes.changed.items()]
-        lines += [f"- note: {note}" for note in item.notes]
+            lines += [f"  - added {m(n)} {m(v)}" for n, v in changes.added.items()]
+            lines += [f"  - removed {m(n)} {m(v)}" for n, v in changes.removed.items()]
+            lines += [f"  - {m(n)} {m(a)} -> {m(b)}" for n, (a, b) in changes.changed.items()]
+        lines += [f"- note: {m(note)}" for note in item.notes]
         lines.append("")
     return "\n".join(lines)
 
 
-def as_json(old: dict[str, Any], new: dict[str, Any], diffs: list[ImageDiff]) -> str:
-    return json.dumps({"old": old.get("release"), "new": new.get("release"), "images": [asdict(d) for d in diffs]},
-                      indent=2) + "\n"
+def as_json(old: ReleaseManifest, new: ReleaseManifest, diffs: list[ImageDiff]) -> str:
+    return json.dumps({"old": old.release, "new": new.release, "images": [asdict(d) for d in diffs]}, indent=2) + "\n"
 
 
 def mb(size: int | None) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
-from .errors import UserError
+from .errors import UserError, visible
 
 
 def report_path(release: str, given: Path | None = None) -> Path:
@@ -147,10 +147,14 @@ class Report:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             images = [ImageRecord.from_dict(record) for record in data.pop("images")]
-            return cls(images=images, folder=path.parent, **data)
-        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            report = cls(images=images, folder=path.parent, **data)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             raise UserError(f"{path}: not a build report written by this tool ({type(exc).__name__}: "
-                            f"{str(exc)[:200]})") from None
+                            f"{visible(str(exc))[:200]})") from None
+        from .reportcheck import check_report  # the grammar lives with the specs; this module stays import-light
+
+        check_report(report, path)
+        return report
 
     def to_json(self) -> str:
         data = {"release": self.release, "matrix": self.matrix, "images": [r.to_dict() for r in self.images]}
@@ -211,17 +215,6 @@ def tier_cell(counts: dict[str, int] | None) -> str:
     if not counts or not any(counts.values()):
         return "-"
     return f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
-
-
-def read_manifest(path: Path) -> dict[str, Any]:
-    """A release manifest (publish.write_manifest writes them); anything else is a UserError naming the file."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not a release manifest ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise UserError(f"{path}: not a release manifest (no images list)")
-    return data
 
 
 def logs_path(release: str, given: Path | None = None) -> Path:

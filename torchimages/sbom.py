@@ -77,13 +77,16 @@ def stage_of(path: Path, image_id: str) -> SbomStage:
     return SbomStage(path=str(path), sha256=hashlib.sha256(data).hexdigest(), image_id=image_id, packages=dict(counts))
 
 
-def purls(document: dict) -> list[tuple[str, str, str]]:
-    """(type, name, version) of every package an SPDX document lists by package URL (pkg:deb/debian/bash@5.2...)."""
+def purls(document: object) -> list[tuple[str, str, str]]:
+    """(type, name, version) of every package an SPDX document lists by package URL (pkg:deb/debian/bash@5.2...);
+    what is not shaped like SPDX's packages and externalRefs is passed over."""
     found = []
-    for package in document.get("packages") or []:
-        for ref in package.get("externalRefs") or []:
-            locator = ref.get("referenceLocator") or ""
-            if ref.get("referenceType") == "purl" and locator.startswith("pkg:"):
+    packages = document.get("packages") if isinstance(document, dict) else None
+    for package in packages if isinstance(packages, list) else []:
+        refs = package.get("externalRefs") if isinstance(package, dict) else None
+        for ref in refs if isinstance(refs, list) else []:
+            locator = ref.get("referenceLocator") if isinstance(ref, dict) else None
+            if ref.get("referenceType") == "purl" and isinstance(locator, str) and locator.startswith("pkg:"):
                 kind, _, rest = locator[4:].partition("/")
                 path, _, version = rest.split("?")[0].partition("@")
                 found.append((kind, unquote(path.rsplit("/", 1)[-1]).lower(), unquote(version)))
@@ -91,9 +94,17 @@ def purls(document: dict) -> list[tuple[str, str, str]]:
     return found
 
 
-def packages(path: Path) -> dict[str, dict[str, str]]:
-    """type -> name -> version, for comparing two SBOMs (build.py diff)."""
+def packages_of(content: bytes, file: Path) -> dict[str, dict[str, str]]:
+    """type -> name -> version, for comparing two SBOMs (build.py diff); `file` names them in an error."""
+    try:
+        document = json.loads(content.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UserError(f"{file}: not an SPDX JSON SBOM ({type(exc).__name__})") from None
     table: dict[str, dict[str, str]] = {}
-    for kind, name, version in purls(json.loads(path.read_text(encoding="utf-8"))):
+    for kind, name, version in purls(document):
         table.setdefault(kind, {})[name] = version
     return table
+
+
+def packages(path: Path) -> dict[str, dict[str, str]]:
+    return packages_of(path.read_bytes(), path)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from torchimages import promote
+from torchimages import manifest, promote
 from torchimages.events import StageEvent
 from torchimages.registry import RegistryClient
 
@@ -87,7 +87,8 @@ def test_a_release_with_a_missing_entry_writes_no_release_tag_and_a_complete_one
 def test_a_registry_that_dies_mid_promotion_is_finished_by_running_promote_again(
         tested_report: Path, tmp_path: Path) -> None:
     down = start_registry(tmp_path / "registry")
-    candidates = json.loads(push_candidates(down, tested_report, tmp_path, "ml/dies").read_text())
+    candidates_path = push_candidates(down, tested_report, tmp_path, "ml/dies")
+    candidates = json.loads(candidates_path.read_text())
     images = [i["image"] for i in candidates["images"]]
     events: list[StageEvent] = []
 
@@ -97,7 +98,7 @@ def test_a_registry_that_dies_mid_promotion_is_finished_by_running_promote_again
             os.kill(down.pid, signal.SIGTERM)  # the registry goes away after the first release tag
             time.sleep(0.5)
 
-    promotions = promote.plan(candidates, images)
+    promotions = promote.plan(manifest.read(candidates_path), images)
     promoter = promote.Promoter(client(down), f"{down.host}/ml/dies", emit, retries=1, backoff=0.2)
     promoter.check(promotions)
     promoter.promote(promotions)

@@ -156,8 +156,8 @@ def test_registry_down_mid_run(api: docker.APIClient, tested_report: Path, tmp_p
     for outcome in outcomes[1:]:
         assert outcome.error and "failed after 3 attempt(s)" in outcome.error, outcome
     assert any(e.kind == "note" and "retrying in" in e.message for e in said), said
-    manifest = publish.manifest([report], f"{down.host}/ml/down")
-    assert [i["image"] for i in manifest["images"]] == [outcomes[0].image], "no manifest entry for what failed"
+    made = publish.manifest([report], f"{down.host}/ml/down")
+    assert [i.image for i in made.images] == [outcomes[0].image], "no manifest entry for what failed"
 
 
 def test_per_image_reports_merge_into_the_single_run_manifest(pushed: dict, tmp_path: Path) -> None:

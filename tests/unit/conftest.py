@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import textwrap
@@ -31,3 +32,26 @@ def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.Com
     """Run `python build.py ARGS` as a user would."""
     return subprocess.run([sys.executable, str(ROOT / "build.py"), *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, check=False)
+
+
+def digest(seed: object) -> str:
+    """A well-formed sha256 digest, different for each seed."""
+    return "sha256:" + hashlib.sha256(str(seed).encode()).hexdigest()
+
+
+def tls_server(handler: type, folder: Path) -> tuple[object, str, Path]:
+    """An HTTPS server on 127.0.0.1 (its certificate also names localhost) running `handler` in a thread: the
+    server, its host:port and its CA."""
+    import http.server
+    import ssl
+    import threading
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(folder / "key.pem"),
+                    "-out", str(folder / "cert.pem")], check=True, capture_output=True, timeout=60)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(folder / "cert.pem", folder / "key.pem")
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"127.0.0.1:{httpd.server_port}", folder / "cert.pem"

@@ -11,8 +11,9 @@ import pytest
 from torchimages import buildcache, matrix, render, specs
 from torchimages.buildcache import CacheSources, content_digest
 from torchimages.errors import UserError
+from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
 
-from .conftest import ROOT, run_cli
+from .conftest import ROOT, digest, run_cli
 
 PARENT = "sha256:" + "1" * 64
 
@@ -93,21 +94,31 @@ def test_credentials_in_an_index_url_are_not_hashed(tmp_path: Path) -> None:
     assert with_token != content_digest(tmp_path, {"PIP_INDEX_URL": "https://mirror.example/simple"}, PARENT)
 
 
+def previous_release(repository: str = "r.example/ml/pt") -> ReleaseManifest:
+    counts = SmokeCounts(1, 0, 0, 0)
+    return ReleaseManifest("v2.6", repository, images=(
+        ManifestImage("a", "base", digest("aa"), {}, counts, content_digest=digest(1)),
+        ManifestImage("b", "base", digest("bb"), {}, counts, content_digest=digest(2)),
+        ManifestImage("c", "base", digest("cc"), {}, counts)))  # a manifest written before content digests
+
+
 def test_only_an_image_with_the_same_digest_is_reused() -> None:
-    previous = {"release": "v2.6", "images": [
-        {"image": "a", "reference": "r.example/ml/pt@sha256:aa", "content_digest": "sha256:1"},
-        {"image": "b", "reference": "r.example/ml/pt@sha256:bb", "content_digest": "sha256:2"},
-        {"image": "c", "reference": "r.example/ml/pt@sha256:cc"}]}  # a manifest written before content digests
-    cache = CacheSources.parse(("previous", "r.example/ml/cache:main"), previous)
-    assert cache.reusable("a", "sha256:1") == "r.example/ml/pt@sha256:aa"
-    assert cache.reusable("b", "sha256:1") is None
-    assert cache.reusable("c", None) is None and cache.reusable("c", "sha256:3") is None
-    assert cache.reusable("d", "sha256:1") is None
-    assert cache.layer_sources("b") == ["r.example/ml/pt@sha256:bb", "r.example/ml/cache:main"]
+    cache = CacheSources.parse(("previous", "r.example/ml/cache:main"), previous_release(), "r.example/ml/pt")
+    assert cache.reusable("a", digest(1)) == f"r.example/ml/pt@{digest('aa')}"
+    assert cache.reusable("b", digest(1)) is None
+    assert cache.reusable("c", None) is None and cache.reusable("c", digest(3)) is None
+    assert cache.reusable("d", digest(1)) is None
+    assert cache.layer_sources("b") == [f"r.example/ml/pt@{digest('bb')}", "r.example/ml/cache:main"]
     assert cache.layer_sources("d") == ["r.example/ml/cache:main"]
-    assert CacheSources.parse(("r.example/x:1",), None).previous == {}
+    assert CacheSources.parse(("r.example/x:1",), None, "r.example/ml/pt").previous == {}
     with pytest.raises(UserError, match="--cache-from previous needs --previous MANIFEST"):
-        CacheSources.parse(("previous",), None)
+        CacheSources.parse(("previous",), None, "r.example/ml/pt")
+
+
+def test_only_the_releases_own_repository_is_reused_from() -> None:
+    with pytest.raises(UserError, match=r"the --previous manifest's images are in evil\.example/ml/pt, not in this "
+                                        r"release's repository r\.example/ml/pt"):
+        CacheSources.parse(("previous",), previous_release("evil.example/ml/pt"), "r.example/ml/pt")
 
 
 def test_the_stamp_dockerfile_writes_the_release_labels_on_the_previous_image(two_releases: tuple[Path, Path]) -> None:

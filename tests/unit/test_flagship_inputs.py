@@ -17,7 +17,7 @@ from torchimages.report import ImageRecord, Report
 from torchimages.sizes import FloorMeter
 from torchimages.smoke import SmokeResult, parse_junit
 
-from .conftest import ROOT
+from .conftest import ROOT, digest
 from .test_render import golden_plan
 
 NGC_DATA = ROOT / "tests" / "integration" / "data"
@@ -124,10 +124,10 @@ def test_report_says_which_gpu_checks_were_proven_without_a_gpu(tmp_path: Path) 
 
 def test_a_no_op_rebuild_reuses_the_floors_of_the_last_report(tmp_path: Path) -> None:
     path = tmp_path / "build-report.json"
-    Report("v1", "matrix.yaml", [ImageRecord("img", "img", "base", "tag", "built", {}, image_id="sha256:aa",
+    Report("v1", "matrix.yaml", [ImageRecord("img", "img", "base", "tag", "built", {}, image_id=digest("aa"),
                                              floor_bytes=1234)]).write(path)
     meter = FloorMeter(api=None, known=known_floors(path))  # no engine: a measurement would fail
-    assert meter.floor("tag", "debian", image_id="sha256:aa") == 1234
+    assert meter.floor("tag", "debian", image_id=digest("aa")) == 1234
     assert known_floors(tmp_path / "missing.json") == {}
     (tmp_path / "broken.json").write_text("{")
     assert known_floors(tmp_path / "broken.json") == {}

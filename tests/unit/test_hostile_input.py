@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import publish
+from torchimages import matrix, publish, specs
 from torchimages.errors import UserError
 from torchimages.report import atomic_write
 
@@ -60,10 +60,21 @@ def test_a_release_tag_outside_dockers_grammar_is_refused(tmp_path: Path, tag: s
     assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.yaml"]
 
 
-@pytest.mark.parametrize("tag", ["v2.7", "V2.7_rc-1", "_nightly", "a" * 128])
+def longest_release() -> str:
+    """The longest release whose image tags (RELEASE-IMAGE) all fit Docker's 128 characters, for this matrix."""
+    plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
+    return "a" * (128 - 1 - max(len(name) for spec in plan.specs for name in spec.image_names()))
+
+
+@pytest.mark.parametrize("tag", ["v2.7", "V2.7_rc-1", "_nightly", longest_release()])
 def test_release_tags_inside_the_grammar_are_accepted(tag: str) -> None:
     result = run_cli("--tag", tag, "--only", "torch*-cpu-*", "--dry-run")
     assert result.returncode == 0, result.stderr
+
+
+def test_a_release_one_character_longer_makes_a_tag_docker_refuses() -> None:
+    result = run_cli("--tag", longest_release() + "a", "--only", "torch*-cpu-*", "--dry-run")
+    assert result.returncode == 2 and "would be 129 characters; Docker's limit is 128" in result.stderr, result.stderr
 
 
 def test_a_trailing_newline_does_not_pass_the_name_or_registry_patterns() -> None:

@@ -84,10 +84,10 @@ def test_a_tag_the_matrix_drops_is_dropped_and_a_missing_tag_refused(tmp_path: P
 def test_a_damaged_lock_is_one_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "matrix.lock"
     path.write_text('{"pins": {"debian:12": {"digest": "sha256:1", "locked_at": "t", "source": "u"}}}')
-    with pytest.raises(UserError, match="the pin of debian:12 is not a sha256 digest"):
+    with pytest.raises(UserError, match="pins: debian:12: field 'digest': 'sha256:1' is not a digest"):
         lock.LockFile.load(path)
     path.write_text("[1, 2")
-    with pytest.raises(UserError, match="not a lock file this tool wrote"):
+    with pytest.raises(UserError, match="not a lock file \\(not JSON"):
         lock.LockFile.load(path)
 
 

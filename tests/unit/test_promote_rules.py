@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from torchimages import promote
+from torchimages import manifest, promote
 from torchimages.errors import UserError
+from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
 
-from .conftest import ROOT
+from .conftest import ROOT, digest
 
-CANDIDATES = {
-    "release": "v2.7", "candidate": "rc.9", "repository": "r.example.com/ml/pt",
-    "images": [{"image": name, "variant": variant, "digest": f"sha256:{n}", "tag": f"r.example.com/ml/pt:v2.7-rc.9-{name}",
-                "release_tag": f"r.example.com/ml/pt:v2.7-{name}", "reference": f"r.example.com/ml/pt@sha256:{n}"}
-               for n, (name, variant) in enumerate((("a", "base"), ("a-ssh", "ssh")))],
-}
+COUNTS = SmokeCounts(1, 0, 0, 0)
+CANDIDATES = ReleaseManifest("v2.7", "r.example.com/ml/pt", candidate="rc.9", images=(
+    ManifestImage("a", "base", digest(0), {}, COUNTS), ManifestImage("a-ssh", "ssh", digest(1), {}, COUNTS)))
 
 
 def test_every_image_of_the_release_must_be_there() -> None:
@@ -26,19 +26,23 @@ def test_every_image_of_the_release_must_be_there() -> None:
                                                        r"were not pushed \(b\); no release tag was written"):
         promote.plan(CANDIDATES, ["a", "a-ssh", "b"])
     plan = promote.plan(CANDIDATES, ["a", "a-ssh"])
-    assert [(p.image, p.tag, p.digest) for p in plan] == [("a", "v2.7-a", "sha256:0"), ("a-ssh", "v2.7-a-ssh", "sha256:1")]
+    assert [(p.image, p.tag, p.digest) for p in plan] == [("a", "v2.7-a", digest(0)), ("a-ssh", "v2.7-a-ssh", digest(1))]
+    assert [p.candidate_tag for p in plan] == ["r.example.com/ml/pt:v2.7-rc.9-a", "r.example.com/ml/pt:v2.7-rc.9-a-ssh"]
 
 
 def test_a_manifest_without_candidates_is_refused() -> None:
     with pytest.raises(UserError, match="holds no candidate images"):
-        promote.plan({**CANDIDATES, "candidate": None}, ["a"])
+        promote.plan(replace(CANDIDATES, candidate=None), ["a"])
 
 
-def test_the_release_manifest_names_the_release_tags_and_where_they_came_from() -> None:
-    data = promote.release_manifest(CANDIDATES, promote.plan(CANDIDATES, ["a", "a-ssh"]), folder=Path("releases"))
-    assert data["candidate"] is None and data["promoted_from"] == "rc.9"
+def test_the_release_manifest_names_the_release_tags_and_where_they_came_from(tmp_path: Path) -> None:
+    released = promote.release_manifest(CANDIDATES, promote.plan(CANDIDATES, ["a", "a-ssh"]))
+    assert released.candidate is None and released.promoted_from == "rc.9"
+    json_path, _ = manifest.write(released, tmp_path / "v2.7.json")
+    data = json.loads(json_path.read_text())
     assert [i["tag"] for i in data["images"]] == ["r.example.com/ml/pt:v2.7-a", "r.example.com/ml/pt:v2.7-a-ssh"]
-    assert [i["digest"] for i in data["images"]] == ["sha256:0", "sha256:1"]
+    assert [i["digest"] for i in data["images"]] == [digest(0), digest(1)]
+    assert manifest.read(json_path) == released
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -6,22 +6,24 @@ from __future__ import annotations
 
 import http.server
 import json
-import ssl
-import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import requests
 
 from torchimages.registry import RegistryClient
+
+from .conftest import tls_server
 
 DIGEST = "sha256:" + "c" * 64
 
 
 class TokenRegistry(http.server.BaseHTTPRequestHandler):
     asked: ClassVar[list[tuple[str, str]]] = []
+    realm: ClassVar[str] = "https://{host}/token"  # what the challenge names; {host}: the Host the client asked
+    digest: ClassVar[str] = DIGEST  # what the manifest's Docker-Content-Digest says
 
     def do_GET(self) -> None:
         TokenRegistry.asked.append((self.path, self.headers.get("Authorization") or ""))
@@ -29,13 +31,14 @@ class TokenRegistry(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/token?"):
             self.answer(200, json.dumps({"token": "anon-token"}).encode(), {"Content-Type": "application/json"})
         elif self.headers.get("Authorization") != "Bearer anon-token":
-            self.answer(401, b"{}", {"WWW-Authenticate": f'Bearer realm="https://{host}/token",'
+            realm = TokenRegistry.realm.format(host=host, port=host.rsplit(":", 1)[1])
+            self.answer(401, b"{}", {"WWW-Authenticate": f'Bearer realm="{realm}",'
                                                          'service="registry.docker.io",scope="repository:library/debian:pull"'})
         elif self.path == "/v2/library/debian/manifests/bookworm-slim":
             accepted = self.headers.get("Accept", "")
             kind = "application/vnd.oci.image.index.v1+json"
             self.answer(200 if kind in accepted else 404, b'{"manifests": []}',
-                        {"Content-Type": kind, "Docker-Content-Digest": DIGEST})
+                        {"Content-Type": kind, "Docker-Content-Digest": TokenRegistry.digest})
         else:
             self.answer(404, b"{}", {})
 
@@ -53,16 +56,8 @@ class TokenRegistry(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    folder = tmp_path_factory.mktemp("tls")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(folder / "key.pem"),
-                    "-out", str(folder / "cert.pem")], check=True, capture_output=True, timeout=60)
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), TokenRegistry)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(folder / "cert.pem", folder / "key.pem")
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"127.0.0.1:{httpd.server_port}", folder / "cert.pem"
+    httpd, host, ca = tls_server(TokenRegistry, tmp_path_factory.mktemp("tls"))
+    yield host, ca
     httpd.shutdown()
 
 
@@ -80,3 +75,45 @@ def test_a_public_tag_resolves_through_an_anonymous_token(server: tuple[str, Pat
 def test_a_missing_tag_is_none(server: tuple[str, Path]) -> None:
     host, ca = server
     assert RegistryClient(host, ca=ca).digest("library/debian", "no-such-tag") is None
+
+
+@pytest.fixture
+def challenge() -> Iterator[type[TokenRegistry]]:
+    TokenRegistry.asked.clear()
+    yield TokenRegistry
+    TokenRegistry.realm, TokenRegistry.digest = "https://{host}/token", DIGEST
+
+
+def test_credentials_go_to_a_token_realm_on_the_registrys_own_host(server: tuple[str, Path], challenge: type) -> None:
+    host, ca = server
+    assert RegistryClient(host, username="ci", password="s3cret", ca=ca).digest("library/debian", "bookworm-slim")
+    token_auth = next(auth for path, auth in challenge.asked if path.startswith("/token?"))
+    assert token_auth.startswith("Basic "), "the registry's own realm gets the credentials"
+
+
+def test_a_realm_on_another_host_gets_no_credentials_unless_allowed(server: tuple[str, Path], challenge: type,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    host, ca = server
+    challenge.realm = "https://localhost:{port}/token"  # the same server under another name: another origin
+    assert RegistryClient(host, username="ci", password="s3cret", ca=ca).digest("library/debian", "bookworm-slim")
+    assert [auth for path, auth in challenge.asked if path.startswith("/token?")] == [""], "asked anonymously"
+    challenge.asked.clear()
+    monkeypatch.setenv("TORCHIMAGES_TOKEN_HOSTS", "auth.example.com, localhost")
+    assert RegistryClient(host, username="ci", password="s3cret", ca=ca).digest("library/debian", "bookworm-slim")
+    assert [auth[:6] for path, auth in challenge.asked if path.startswith("/token?")] == ["Basic "]
+
+
+def test_a_realm_over_plain_http_is_never_asked(server: tuple[str, Path], challenge: type) -> None:
+    host, ca = server
+    challenge.realm = "http://{host}/token"
+    with pytest.raises(requests.RequestException, match="not an https URL, so no token is asked for"):
+        RegistryClient(host, username="ci", password="s3cret", ca=ca).digest("library/debian", "bookworm-slim")
+    assert not any(path.startswith("/token?") for path, _ in challenge.asked)
+
+
+@pytest.mark.parametrize("answered", ["sha256:abc", 'sha256:"; echo', "sha256:" + "c" * 64 + "x"])
+def test_a_digest_the_registry_made_up_is_refused(server: tuple[str, Path], challenge: type, answered: str) -> None:
+    host, ca = server
+    challenge.digest = answered
+    with pytest.raises(requests.RequestException, match="is not a digest"):
+        RegistryClient(host, ca=ca).digest("library/debian", "bookworm-slim")

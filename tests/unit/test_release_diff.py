@@ -3,6 +3,7 @@ each package with its package URL)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from torchimages import sbom
 
-from .conftest import ROOT
+from .conftest import ROOT, digest
 
 
 def spdx(packages: dict[str, str]) -> dict:
@@ -28,14 +29,15 @@ def spdx(packages: dict[str, str]) -> dict:
 
 def release(folder: Path, name: str, *, torch: str, size: int, packages: dict[str, str], passed: int) -> Path:
     (folder / f"{name}.sbom").mkdir(parents=True)
-    (folder / f"{name}.sbom" / "cpu.spdx.json").write_text(json.dumps(spdx(packages)))
+    document = json.dumps(spdx(packages)).encode()
+    (folder / f"{name}.sbom" / "cpu.spdx.json").write_bytes(document)
     manifest = {"release": name, "repository": "r/x", "candidate": None, "images": [
-        {"image": "cpu", "variant": "base", "digest": f"sha256:{name}", "size_bytes": size, "layers": 12,
+        {"image": "cpu", "variant": "base", "digest": digest(name), "size_bytes": size, "layers": 12,
          "versions": {"torch": torch, "cuda": None, "cudnn": None, "nccl": None, "python": "3.11"},
          "smoke": {"passed": passed, "failed": 0, "skipped": 15, "skipped_no_gpu": 8},
-         "sbom": {"path": f"{name}.sbom/cpu.spdx.json", "sha256": "x", "packages": {}}},
-        *([{"image": "old-only", "variant": "base", "digest": "sha256:o", "versions": {}, "smoke": {}}]
-          if name == "v1" else [])]}
+         "sbom": {"path": f"{name}.sbom/cpu.spdx.json", "sha256": hashlib.sha256(document).hexdigest(), "packages": {}}},
+        *([{"image": "old-only", "variant": "base", "digest": digest("o"), "versions": {},
+            "smoke": {"passed": 1, "failed": 0, "skipped": 0, "skipped_no_gpu": 0}}] if name == "v1" else [])]}
     (folder / f"{name}.json").write_text(json.dumps(manifest))
     return folder / f"{name}.json"
 
@@ -71,16 +73,17 @@ def test_diff_names_versions_packages_size_and_smoke(tmp_path: Path) -> None:
 def test_a_missing_manifest_is_one_clear_error(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(tmp_path / "a.json"),
                              str(tmp_path / "b.json")], capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 2 and "not a release manifest" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "a release manifest could not be read (No such file" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_an_image_reused_with_new_release_labels_is_unchanged(tmp_path: Path) -> None:
     packages = {"deb:bash": "5.2.15-2", "pypi:torch": "2.13.0+cpu"}
     paths = [release(tmp_path, name, torch="2.13.0", size=1_400_000_000, passed=14, packages=packages)
              for name in ("v1", "v2")]
-    for path, digest in zip(paths, ("sha256:same", "sha256:same"), strict=True):
+    for path in paths:
         data = json.loads(path.read_text())
-        data["images"][0]["content_digest"] = digest  # v2 is v1's image with new labels: another image digest
+        data["images"][0]["content_digest"] = digest("same")  # v2 is v1's image with new labels: another image digest
         path.write_text(json.dumps(data))
     result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", *map(str, paths)], capture_output=True,
                             text=True, timeout=60, check=False)
@@ -88,8 +91,34 @@ def test_an_image_reused_with_new_release_labels_is_unchanged(tmp_path: Path) ->
     assert "only the release labels are new" in result.stdout
 
     data = json.loads(paths[1].read_text())
-    data["images"][0]["content_digest"] = "sha256:other"
+    data["images"][0]["content_digest"] = digest("other")
     paths[1].write_text(json.dumps(data))
     result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", *map(str, paths)], capture_output=True,
                             text=True, timeout=60, check=False)
     assert "## cpu: changed\n" in result.stdout, result.stdout
+
+
+def test_release_notes_escape_what_an_sbom_says(tmp_path: Path) -> None:
+    """Package names and versions come from syft's reading of the image: a package can call itself anything."""
+    old = release(tmp_path, "v1", torch="2.13.0", size=1, passed=1, packages={"pypi:six": "1.16"})
+    new = release(tmp_path, "v2", torch="2.13.0", size=1, passed=1, packages={
+        "pypi:six": "1.16\n## forged: unchanged", "pypi:evil": "<img src=x onerror=alert(1)>", "pypi:red": "\x1b[31m1"})
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(old), str(new)], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "\n## forged" not in result.stdout and "<img" not in result.stdout and "\x1b" not in result.stdout
+    assert "  - added evil &lt;img src=x onerror=alert(1)&gt;" in result.stdout
+    assert "  - six 1.16 -> 1.16\\\\n\\#\\# forged: unchanged" in result.stdout  # renders as 1.16\\n## forged
+
+
+def test_an_sbom_that_is_not_json_is_one_line(tmp_path: Path) -> None:
+    old = release(tmp_path, "v1", torch="2.13.0", size=1, passed=1, packages={})
+    new = release(tmp_path, "v2", torch="2.13.0", size=1, passed=1, packages={})
+    sbom_file = tmp_path / "v2.sbom" / "cpu.spdx.json"
+    sbom_file.write_bytes(b"\xff not json")
+    data = json.loads(new.read_text())
+    data["images"][0]["sbom"]["sha256"] = hashlib.sha256(sbom_file.read_bytes()).hexdigest()
+    new.write_text(json.dumps(data))
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(old), str(new)], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 2 and "not an SPDX JSON SBOM" in result.stderr and "Traceback" not in result.stderr

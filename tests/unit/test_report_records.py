@@ -10,10 +10,12 @@ import pytest
 from torchimages.report import ImageRecord, PushStage, Report, SmokeStage
 from torchimages.specs import image_tag
 
+from .conftest import digest
+
 
 def smoke(passed: int = 10, failed: int = 0, error: str | None = None) -> SmokeStage:
     return SmokeStage(passed=passed, failed=failed, skipped=2, skipped_no_gpu=2, seconds=1.0, gpus=0,
-                      tiers={"gpu-ready": {"passed": 1, "failed": 0, "skipped": 0}}, error=error, image_id="sha256:1")
+                      tiers={"gpu-ready": {"passed": 1, "failed": 0, "skipped": 0}}, error=error, image_id=digest(1))
 
 
 def record(result: str = "built", **stages: object) -> ImageRecord:
@@ -35,12 +37,12 @@ def test_one_definition_of_passed(item: ImageRecord, passed: bool, ok: bool) -> 
 
 
 def test_the_report_keeps_its_json_shape_and_reads_back_typed(tmp_path: Path) -> None:
-    report = Report("v1", "matrix.yaml", images=[record(smoke=smoke(), push=PushStage("r/x:v1-x", digest="sha256:2"),
+    report = Report("v1", "matrix.yaml", images=[record(smoke=smoke(), push=PushStage("r/x:v1-x", digest=digest(2)),
                                                         bench={"rows": []})])
     json_path, markdown = report.write(tmp_path / "report.json")
     data = json.loads(json_path.read_text())["images"][0]
     assert set(data["stages"]) == {"smoke", "push", "bench"} and "smoke" not in data
-    assert data["stages"]["smoke"]["passed"] == 10 and data["stages"]["push"]["digest"] == "sha256:2"
+    assert data["stages"]["smoke"]["passed"] == 10 and data["stages"]["push"]["digest"] == digest(2)
     back = Report.load(json_path)
     assert back == report and isinstance(back.images[0].smoke, SmokeStage) and back.images[0].push.ok
     assert "10 passed, 0 failed, 2 skipped (2 no GPU)" in markdown.read_text()

@@ -11,9 +11,10 @@ import pytest
 
 from torchimages import matrix, publish, specs
 from torchimages.budget import Budget, parse_growth
+from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
 from torchimages.report import ImageRecord, Report, SmokeStage
 
-from .conftest import ROOT
+from .conftest import ROOT, digest
 
 CPU = "torch2.13.0-cpu-py3.11"
 
@@ -27,7 +28,7 @@ def plan(reason: str | None = None) -> specs.Plan:
 
 def report(base: int, jupyter_adds: int) -> Report:
     smoke = SmokeStage(passed=9, failed=0, skipped=0, skipped_no_gpu=0, seconds=1.0, gpus=0, tiers={}, error=None,
-                       image_id="sha256:1")
+                       image_id=digest(1))
     return Report("v2", "matrix.yaml", images=[
         ImageRecord(image=CPU, entry=CPU, variant="base", tag="t", result="built", versions={}, size_bytes=base,
                     smoke=smoke),
@@ -35,8 +36,10 @@ def report(base: int, jupyter_adds: int) -> Report:
                     size_bytes=base + jupyter_adds, adds_bytes=jupyter_adds, smoke=smoke)])
 
 
-PREVIOUS = {"release": "v1", "images": [{"image": CPU, "size_bytes": 1_400_000_000},
-                                        {"image": f"{CPU}-jupyter", "size_bytes": 1_600_000_000}]}
+COUNTS = SmokeCounts(passed=9, failed=0, skipped=0, skipped_no_gpu=0)
+PREVIOUS = ReleaseManifest("v1", "r.example.com/ml/pt", images=(
+    ManifestImage(CPU, "base", digest(1), {}, COUNTS, size_bytes=1_400_000_000),
+    ManifestImage(f"{CPU}-jupyter", "jupyter", digest(2), {}, COUNTS, size_bytes=1_600_000_000)))
 
 
 def test_growth_over_the_previous_release_is_refused_past_the_budget() -> None:
@@ -76,6 +79,6 @@ def test_growth_is_written_as_a_share(text: str, value: float) -> None:
 def test_a_bad_max_growth_and_reason_are_refused() -> None:
     result = subprocess.run([sys.executable, str(ROOT / "build.py"), "build", "--tag", "v2.7", "--max-growth", "lots",
                              "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 2 and "--max-growth 'lots' is not a share" in result.stderr
+    assert result.returncode == 2 and "--max-growth 'lots' is not a growth" in result.stderr
     with pytest.raises(Exception, match="size_growth_reason"):
         plan(" ")

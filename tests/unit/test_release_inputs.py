@@ -1,0 +1,298 @@
+"""Issue 27: what the release path reads after the matrix is input. A release manifest, a build report and the lock
+file are read by typed readers that refuse a hostile or malformed file with one line (exit 2, no traceback), and the
+commands that read them write and send nothing before every check passed."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from torchimages import lock, manifest, matrix, specs
+from torchimages.errors import UserError
+from torchimages.report import ImageRecord, PushStage, Report, SbomStage, SmokeStage
+
+from .conftest import ROOT, digest
+
+REPOSITORY = "127.0.0.1:9/ml/pt"  # nothing listens on port 9: a command that reached the registry would say so
+CPU = "torch2.13.0-cpu-py3.11"
+IMAGES = (CPU, f"{CPU}-jupyter", f"{CPU}-ssh")
+SBOM = b'{"spdxVersion": "SPDX-2.3", "packages": []}'
+
+
+def candidates(folder: Path, candidate: str | None = "rc.1") -> dict:
+    """A candidates' manifest as push --candidate writes it, with its SBOMs beside it."""
+    (folder / "c.sbom").mkdir(parents=True, exist_ok=True)
+    images = []
+    for n, name in enumerate(IMAGES):
+        (folder / "c.sbom" / f"{name}.spdx.json").write_bytes(SBOM)
+        variant = name.rsplit("-", 1)[1] if name != CPU else "base"
+        pushed = f"v2.7-{candidate}-{name}" if candidate else f"v2.7-{name}"
+        images.append({
+            "image": name, "variant": variant, "tag": f"{REPOSITORY}:{pushed}", "release_tag": f"{REPOSITORY}:v2.7-{name}",
+            "reference": f"{REPOSITORY}@{digest(n)}", "digest": digest(n), "size_bytes": 1_400_000_000, "layers": 12,
+            "versions": {"torch": "2.13.0", "cuda": None, "cudnn": None, "nccl": None, "python": "3.11", "ngc": None},
+            "content_digest": digest(f"c{n}"), "smoke": {"passed": 9, "failed": 0, "skipped": 2, "skipped_no_gpu": 2},
+            "sbom": {"path": f"c.sbom/{name}.spdx.json", "sha256": hashlib.sha256(SBOM).hexdigest(),
+                     "packages": {"deb": 90}}})
+    return {"release": "v2.7", "candidate": candidate, "repository": REPOSITORY, "images": images}
+
+
+def first(data: dict) -> dict:
+    return data["images"][0]
+
+
+def set_in(path: tuple, value: object) -> Callable[[dict], None]:
+    def change(data: dict) -> None:
+        target = data
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return change
+
+
+# Each: how a file goes wrong, and the words of the one line that refuses it (field included).
+HOSTILE: list[tuple[str, Callable[[dict], None], str]] = [
+    ("short digest", set_in(("images", 0, "digest"), "sha256:abc"), "field 'digest': 'sha256:abc' is not a digest"),
+    ("digest with quotes", set_in(("images", 0, "digest"), 'sha256:"; rm -rf /'), "field 'digest'"),
+    ("uppercase digest", set_in(("images", 0, "digest"), "sha256:" + "A" * 64), "is not a digest"),
+    ("tag latest", set_in(("images", 0, "tag"), f"{REPOSITORY}:latest"), "field 'tag': '127.0.0.1:9/ml/pt:latest' is not"),
+    ("release tag elsewhere", set_in(("images", 0, "release_tag"), f"{REPOSITORY}:../../other/x"), "field 'release_tag'"),
+    ("reference in another registry", set_in(("images", 0, "reference"), f"evil.example/x@{digest(0)}"),
+     "field 'reference'"),
+    ("image name with a path", set_in(("images", 0, "image"), "../../outside/x"), "field 'image': '../../outside/x'"),
+    ("variant of another image", set_in(("images", 0, "variant"), "ssh"), "field 'variant'"),
+    ("absolute SBOM path", set_in(("images", 0, "sbom", "path"), "/etc/passwd"), "field 'path': '/etc/passwd' is not a path"),
+    ("SBOM path with ..", set_in(("images", 0, "sbom", "path"), "c.sbom/../../secret"), "is not a path inside"),
+    ("SBOM a string", set_in(("images", 0, "sbom"), "c.sbom/x.json"), "field 'sbom': must be a JSON object"),
+    ("SBOM source smuggled", set_in(("images", 0, "sbom", "source"), "/etc/shadow"), "field 'source': is not a field"),
+    ("SBOM hash not hex", set_in(("images", 0, "sbom", "sha256"), "x"), "field 'sha256': 'x' is not a sha256"),
+    ("version with a newline", set_in(("images", 0, "versions", "torch"), "2.13.0\nARG X=1"), "U+000A"),
+    ("unknown version key", set_in(("images", 0, "versions", "evil"), "1"), "is not one of torch"),
+    ("negative size", set_in(("images", 0, "size_bytes"), -1), "field 'size_bytes': must be a whole number"),
+    ("size true", set_in(("images", 0, "size_bytes"), True), "field 'size_bytes': must be a whole number"),
+    ("smoke count a string", set_in(("images", 0, "smoke", "passed"), "9"), "field 'passed': must be a whole number"),
+    ("smoke missing", lambda d: first(d).pop("smoke"), "field 'smoke': is missing"),
+    ("images a dict", set_in(("images",), {}), "field 'images': must be a list"),
+    ("image a list", set_in(("images", 0), []), "images[0]: must be a JSON object"),
+    ("same image twice", lambda d: d["images"].append(copy.deepcopy(first(d))), f"names '{CPU}' twice"),
+    ("release with a slash", set_in(("release",), "v2.7/x"), "field 'release'"),
+    ("candidate with a newline", set_in(("candidate",), "rc\n1"), "field 'candidate'"),
+    ("repository with credentials", set_in(("repository",), "user:pw@r.example/x"), "field 'repository'"),
+    ("tag over 128 characters", set_in(("candidate",), "c" * 120), "longer than 128 characters"),
+    ("content digest short", set_in(("images", 0, "content_digest"), "sha256:1"), "field 'content_digest'"),
+]
+
+
+@pytest.mark.parametrize(("change", "words"), [case[1:] for case in HOSTILE], ids=[case[0] for case in HOSTILE])
+def test_a_hostile_manifest_is_refused_naming_the_field(tmp_path: Path, change: Callable[[dict], None],
+                                                        words: str) -> None:
+    data = candidates(tmp_path)
+    change(data)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError) as caught:
+        manifest.read(path)
+    message = str(caught.value)
+    assert words in message and message.startswith(str(path)) and "\n" not in message, message
+
+
+def test_the_manifest_written_is_the_manifest_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(candidates(tmp_path)))
+    read = manifest.read(path)
+    assert [read.pushed_tag(i.image) for i in read.images] == [f"v2.7-rc.1-{name}" for name in IMAGES]
+    written, _ = manifest.write(read.promoted(), tmp_path / "out" / "v2.7.json")
+    again = manifest.read(written)
+    assert again.candidate is None and again.promoted_from == "rc.1"
+    assert [i.digest for i in again.images] == [i.digest for i in read.images]
+    assert (tmp_path / "out" / "v2.7.sbom" / f"{CPU}.spdx.json").read_bytes() == SBOM
+
+
+@pytest.mark.parametrize("text", [b"", b"[1, 2", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000, b'"a string"',
+                                  b'{"release": "v2.7"}'])
+def test_a_file_that_is_no_manifest_is_one_line(tmp_path: Path, text: bytes) -> None:
+    path = tmp_path / "m.json"
+    path.write_bytes(text)
+    with pytest.raises(UserError) as caught:
+        manifest.read(path)
+    assert str(caught.value).startswith(f"{path}: ") and "\n" not in str(caught.value)
+
+
+def test_an_sbom_link_out_of_its_folder_is_refused(tmp_path: Path) -> None:
+    data = candidates(tmp_path)
+    secret = tmp_path.parent / f"{tmp_path.name}-secret.txt"
+    secret.write_text("registry-password")
+    (tmp_path / "c.sbom" / f"{CPU}.spdx.json").unlink()
+    (tmp_path / "c.sbom" / f"{CPU}.spdx.json").symlink_to(secret)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError, match=r"field 'path': 'c.sbom/torch2.13.0-cpu-py3.11.spdx.json' leads out of"):
+        manifest.read(path)
+
+
+def test_an_sbom_that_changed_is_refused_when_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(candidates(tmp_path)))
+    read = manifest.read(path)
+    (tmp_path / "c.sbom" / f"{CPU}.spdx.json").write_bytes(SBOM + b" ")
+    with pytest.raises(UserError, match="does not match its sha256"):
+        manifest.write(read, tmp_path / "out.json")
+    assert not (tmp_path / "out.json").exists()
+
+
+def promote(tmp_path: Path, *extra: str, data: dict | None = None) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data if data is not None else candidates(tmp_path)))
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())  # the CPU entry only: its three images are promoted
+    data["images"] = [entry for entry in data["images"] if entry["flavor"] == "cpu"]
+    data["registry"] = REPOSITORY
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False))
+    env = {**os.environ, "TORCHIMAGES_REGISTRY_PASSWORD": "pw"}
+    return subprocess.run([sys.executable, str(ROOT / "build.py"), "promote", "--tag", "v2.7", "--candidates", str(path),
+                           "--matrix", str(matrix), "--registry-user", "u", "--plain", *extra], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False, env=env)
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (set_in(("images", 0, "release_tag"), f"{REPOSITORY}:latest"), "field 'release_tag'"),
+    (set_in(("images", 0, "sbom"), "c.sbom/x"), "field 'sbom': must be a JSON object"),
+    (set_in(("images", 0, "sbom", "path"), "/etc/passwd"), "field 'path': '/etc/passwd'"),
+    (set_in(("images", 0, "sbom", "sha256"), "0" * 64), "does not match its sha256"),
+])
+def test_promote_refuses_a_hostile_candidates_file_before_it_asks_the_registry(tmp_path: Path,
+                                                                              change: Callable[[dict], None],
+                                                                              words: str) -> None:
+    data = candidates(tmp_path)
+    change(data)
+    result = promote(tmp_path, data=data)
+    assert result.returncode == 2 and words in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, "one line, no promotion event"
+    assert not (tmp_path / "releases").exists()
+
+
+def test_promote_checks_the_manifest_path_before_the_first_tag(tmp_path: Path) -> None:
+    (tmp_path / "folder.json").mkdir()
+    result = promote(tmp_path, "--manifest", str(tmp_path / "folder.json"))
+    assert result.returncode == 2 and "is a folder" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    reached = promote(tmp_path, "--manifest", str(tmp_path / "release.json"))  # every check passes: the registry is next
+    assert reached.returncode == 1 and "not promoted: reading 127.0.0.1:9/ml/pt:v2.7-" in reached.stderr, reached.stderr
+    assert "no release tag was written" in reached.stderr and "Traceback" not in reached.stderr
+    assert not (tmp_path / "release.json").exists()
+
+
+def report_with(record: ImageRecord, folder: Path, **raw: object) -> Path:
+    """A report of `record`, with `raw` fields written into its JSON as they are."""
+    path = folder / "build-report.json"
+    Report("v2.7", "matrix.yaml", images=[record]).write(path)
+    data = json.loads(path.read_text())
+    data["images"][0].update(raw)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def pushed_record(**changes: object) -> ImageRecord:
+    smoke = SmokeStage(9, 0, 2, 2, 1.0, 0, {}, None, image_id=digest("id"))
+    values = {"image": CPU, "entry": CPU, "variant": "base", "tag": f"registry.example.com/ml/pytorch:v2.7-{CPU}",
+              "result": "built", "versions": {"torch": "2.13.0", "python": "3.11"}, "image_id": digest("id"),
+              "smoke": smoke, "push": PushStage(f"{REPOSITORY}:v2.7-{CPU}", digest=digest(0))}
+    return ImageRecord(**{**values, **changes})
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"image": "../../outside/x"}, "field 'image': '../../outside/x' is not an image name"),
+    ({"push": PushStage(f"{REPOSITORY}:v2.7-{CPU}", digest="sha256:abc")}, "field 'stages.push.digest'"),
+    ({"sbom": SbomStage("/etc/passwd", "0" * 64, digest("id"), {})}, "field 'stages.sbom.path'"),
+    ({"sbom": SbomStage("../x.json", "0" * 64, digest("id"), {})}, "field 'stages.sbom.path'"),
+    ({"versions": {"torch": "2.13.0\n"}}, "field 'versions'"),
+    ({"tag": "x\ny"}, "field 'tag'"),
+    ({"raw": {"size_bytes": "big"}}, "field 'size_bytes'"),
+    ({"raw": {"layers": True}}, "field 'layers'"),
+    ({"raw": {"stages": "pushed"}}, "'stages' must be a mapping"),
+])
+def test_manifest_refuses_a_hostile_report_and_writes_nothing(tmp_path: Path, changes: dict, words: str) -> None:
+    raw = changes.pop("raw", {})
+    report = report_with(pushed_record(**changes), tmp_path / "reports", **raw)
+    out = tmp_path / "releases" / "v2.7.json"
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "manifest", "--registry", REPOSITORY, "--out",
+                             str(out), str(report)], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and words in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not out.parent.exists() and not (tmp_path / "outside").exists()
+
+
+def test_manifest_of_a_clean_report_writes_inside_its_folder(tmp_path: Path) -> None:
+    report = report_with(pushed_record(), tmp_path / "reports")
+    out = tmp_path / "releases" / "v2.7.json"
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "manifest", "--registry", REPOSITORY, "--out",
+                             str(out), str(report)], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert manifest.read(out).images[0].digest == digest(0)
+
+
+def test_push_refuses_the_report_of_another_release(tmp_path: Path) -> None:
+    report = report_with(pushed_record(), tmp_path)
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "push", "--tag", "v2.8", "--report", str(report),
+                             "--registry", REPOSITORY, "--matrix", str(ROOT / "matrix.yaml")], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and "is the report of release v2.7, not v2.8" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("pin", "words"), [
+    ({"digest": "sha256:abc", "locked_at": "t", "source": "u"}, "field 'digest'"),
+    ({"digest": "sha256:" + "a" * 64 + "\nARG BASE_IMAGE=other/image", "locked_at": "t", "source": "u"}, "field 'digest'"),
+    ({"digest": "sha256:" + "a" * 64, "locked_at": "t\n", "source": "u"}, "field 'locked_at'"),
+    ({"digest": "sha256:" + "a" * 64, "locked_at": "t", "source": "u", "extra": 1}, "field 'extra'"),
+    ("sha256:" + "a" * 64, "must be a JSON object"),
+])
+def test_a_hostile_lock_pin_is_refused(tmp_path: Path, pin: object, words: str) -> None:
+    path = tmp_path / "matrix.lock"
+    path.write_text(json.dumps({"pins": {"debian:bookworm-slim": pin}}))
+    with pytest.raises(UserError) as caught:
+        lock.LockFile.load(path)
+    assert words in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+
+
+def test_lock_refuses_to_write_a_digest_the_registry_made_up(tmp_path: Path) -> None:
+    plan = lock_plan()
+    lock_file = lock.LockFile(tmp_path / "matrix.lock")
+    for answer in ("sha256:abc", 'sha256:"quoted"', "sha256:" + "a" * 64 + "\n"):
+        with pytest.raises(UserError, match="the registry answered a digest that cannot be pinned"):
+            lock.update(plan, lock_file, lambda location, answer=answer: answer, refresh=False)
+    assert lock_file.pins == {} and not lock_file.path.exists()
+
+
+def lock_plan() -> specs.Plan:
+    """The project's matrix, resolved."""
+    return specs.resolve(matrix.load(ROOT / "matrix.yaml"))
+
+
+@pytest.mark.parametrize(("value", "ok"), [("5%", True), ("0.05", True), ("1", True), ("5", False), ("500%", True),
+                                           ("2000%", False), ("-1%", False), ("nan", False), ("0.5%", True)])
+def test_max_growth_is_a_percent_or_a_share_never_both(value: str, ok: bool) -> None:
+    from torchimages.budget import parse_growth
+
+    if ok:
+        assert 0 <= parse_growth(value) <= 10
+    else:
+        with pytest.raises(ValueError):
+            parse_growth(value)
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--tag", "v" + "1" * 100, "--dry-run"], "would be 1"),
+    (["--tag", "v2.7", "--push", "--candidate", "rc." + "1" * 90, "--dry-run"], "--candidate"),
+])
+def test_the_tag_length_rule_holds_over_the_whole_image_tag(args: list[str], words: str) -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), *args], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 2 and words in result.stderr and "Docker's limit is 128" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,269 @@
+"""The release manifest: what a release, or a release's candidates, holds, image by image. Read and written here only.
+
+push and `build.py manifest` make one from build reports, promote makes the release's from the candidates', and
+`--previous`, `--cache-from previous` and `diff` read one that was downloaded as a release asset. So a manifest is
+input like the matrix: `read` checks its shape, every value's grammar, and derives what can be derived instead of
+trusting it — each image's tags and its pinned reference follow from the release, the candidate, the repository, the
+image name and the digest, and a file that says otherwise is refused. SBOMs are files beside the manifest
+(MANIFEST.sbom/IMAGE.spdx.json): a path that leaves that folder is refused, and an SBOM's bytes are checked against
+its sha256 whenever they are read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from . import grammar
+from .checkedjson import Fields, contained, digest_problem, load, relative_path_problem, sha256_problem
+from .errors import UserError, visible
+from .matrix import VARIANTS
+from .specs import NAME, REGISTRY, image_tag, release_problem
+
+MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
+VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
+IMAGE_FIELDS = ("image", "variant", "tag", "release_tag", "reference", "digest", "size_bytes", "layers", "versions",
+                "content_digest", "smoke", "sbom")
+TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images")
+SMOKE_FIELDS = ("passed", "failed", "skipped", "skipped_no_gpu")
+
+
+def image_name_problem(value: str) -> str | None:
+    """An image's name: its matrix entry's name, or NAME-VARIANT."""
+    base, _, variant = value.rpartition("-")
+    if NAME.match(value) or (variant in VARIANTS and NAME.match(base)):
+        return None
+    return f"{visible(value)!r} is not an image name: lowercase letters, digits, '.', '_' and '-' (e.g. cu121-ssh)"
+
+
+def repository_problem(value: str) -> str | None:
+    if REGISTRY.fullmatch(value):
+        return None
+    return f"{visible(value)!r} is not a repository: lowercase HOST[:PORT]/PATH (e.g. registry.example.com/ml/pytorch)"
+
+
+def tag_part_problem(value: str) -> str | None:
+    return release_problem(value) and f"{visible(value)!r} is not a tag part: letters, digits, '_', '.' and '-'"
+
+
+def version_value_problem(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return "must be a version string or null"
+    return grammar.control_problem(value) or grammar.version_problem(value)
+
+
+def version_key_problem(key: str) -> str | None:
+    return None if key in VERSION_KEYS else f"is not one of {', '.join(VERSION_KEYS)}"
+
+
+def count_problem(value: object) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return "must be a whole number of 0 or more"
+    return None
+
+
+@dataclass(frozen=True)
+class SbomFile:
+    """An image's SBOM: where the file is, the sha256 of its bytes, how many packages of each kind it lists."""
+
+    file: Path
+    sha256: str
+    packages: dict[str, int] = field(default_factory=dict)
+
+    def read(self, image: str) -> bytes:
+        """Its bytes, once they match its sha256."""
+        try:
+            content = self.file.read_bytes()
+        except OSError as exc:
+            raise UserError(f"{self.file}: the SBOM of {image} could not be read ({exc.strerror or exc}); keep the "
+                            "RELEASE.sbom/ folder beside its manifest or report") from None
+        if hashlib.sha256(content).hexdigest() != self.sha256:
+            raise UserError(f"{self.file}: the SBOM of {image} does not match its sha256 {self.sha256} (it changed "
+                            "after it was recorded, or it is another file)")
+        return content
+
+
+@dataclass(frozen=True)
+class SmokeCounts:
+    passed: int
+    failed: int
+    skipped: int
+    skipped_no_gpu: int
+
+
+@dataclass(frozen=True)
+class ManifestImage:
+    image: str
+    variant: str
+    digest: str  # the manifest digest the registry confirmed
+    versions: dict[str, str | None]
+    smoke: SmokeCounts
+    size_bytes: int | None = None
+    layers: int | None = None
+    content_digest: str | None = None
+    sbom: SbomFile | None = None
+
+
+@dataclass(frozen=True)
+class ReleaseManifest:
+    release: str
+    repository: str
+    images: tuple[ManifestImage, ...]
+    candidate: str | None = None  # a candidates' manifest: its images are under RELEASE-CANDIDATE-IMAGE
+    promoted_from: str | None = None  # a release's manifest: the candidate its tags were promoted from
+
+    def pushed_tag(self, image: str) -> str:
+        """The tag an image is under in this manifest: its candidate tag, or its release tag."""
+        return image_tag(f"{self.release}-{self.candidate}" if self.candidate else self.release, image)
+
+    def release_tag(self, image: str) -> str:
+        return image_tag(self.release, image)
+
+    def reference(self, item: ManifestImage) -> str:
+        """What users pin: REPOSITORY@DIGEST."""
+        return f"{self.repository}@{item.digest}"
+
+    def by_name(self) -> dict[str, ManifestImage]:
+        return {item.image: item for item in self.images}
+
+    def promoted(self) -> ReleaseManifest:
+        """The release's manifest once every candidate tag is a release tag: the same images and digests."""
+        return replace(self, candidate=None, promoted_from=self.candidate)
+
+    def to_json(self, sbom_paths: dict[str, str]) -> dict[str, object]:
+        """The file's content; `sbom_paths`: image -> its SBOM's path relative to the manifest."""
+        images = []
+        for item in self.images:
+            entry: dict[str, object] = {
+                "image": item.image, "variant": item.variant, "tag": f"{self.repository}:{self.pushed_tag(item.image)}",
+                "release_tag": f"{self.repository}:{self.release_tag(item.image)}", "reference": self.reference(item),
+                "digest": item.digest, "size_bytes": item.size_bytes, "layers": item.layers, "versions": item.versions,
+                "content_digest": item.content_digest, "smoke": vars(item.smoke)}
+            if item.sbom:
+                entry["sbom"] = {"path": sbom_paths[item.image], "sha256": item.sbom.sha256,
+                                 "packages": item.sbom.packages}
+            images.append(entry)
+        data: dict[str, object] = {"release": self.release, "candidate": self.candidate, "repository": self.repository,
+                                   "images": images}
+        if self.promoted_from:
+            data["promoted_from"] = self.promoted_from
+        return data
+
+
+def read(path: Path) -> ReleaseManifest:
+    """A release or candidates' manifest, every field checked; anything else is one UserError naming the file,
+    the image and the field."""
+    top = Fields(str(path), load(path, "a release manifest"), allowed=TOP_FIELDS)
+    manifest = ReleaseManifest(release=top.required_text("release", release_problem),
+                               candidate=top.text("candidate", tag_part_problem, optional=True),
+                               promoted_from=top.text("promoted_from", tag_part_problem, optional=True),
+                               repository=top.required_text("repository", repository_problem), images=())
+    if manifest.candidate and len(f"{manifest.release}-{manifest.candidate}") > MAX_TAG:
+        top.refuse("candidate", f"release and candidate make a tag longer than {MAX_TAG} characters")
+    images = [read_image(Fields(str(path), data, where, allowed=IMAGE_FIELDS), manifest, path.parent)
+              for where, data in top.objects("images")]
+    names = [item.image for item in images]
+    if len(set(names)) != len(names):
+        top.refuse("images", f"names {next(n for n in names if names.count(n) > 1)!r} twice; each image once")
+    return replace(manifest, images=tuple(images))
+
+
+def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> ManifestImage:
+    name = fields.required_text("image", image_name_problem)
+    fields.where = f"{fields.where} ({name})"
+    variant = fields.required_text("variant")
+    if variant not in ("base", *VARIANTS) or not (variant == "base" or name.endswith(f"-{variant}")):
+        fields.refuse("variant", f"{visible(variant)!r} is not this image's variant: base, or the name's suffix "
+                                 f"({', '.join(VARIANTS)})")
+    if len(manifest.pushed_tag(name)) > MAX_TAG:
+        fields.refuse("image", f"makes the tag {manifest.pushed_tag(name)[:40]}... longer than {MAX_TAG} characters")
+    digest = fields.required_text("digest", digest_problem)
+    derived = {"tag": f"{manifest.repository}:{manifest.pushed_tag(name)}",
+               "release_tag": f"{manifest.repository}:{manifest.release_tag(name)}",
+               "reference": f"{manifest.repository}@{digest}"}
+    for key, expected in derived.items():
+        given = fields.text(key, optional=True)  # derived: written for readers, checked when read
+        if given is not None and given != expected:
+            fields.refuse(key, f"{visible(given)!r} is not what release, candidate, repository and image make: "
+                               f"{expected}")
+    smoke = fields.sub("smoke", SMOKE_FIELDS)
+    assert smoke is not None
+    return ManifestImage(
+        image=name, variant=variant, digest=digest,
+        versions=fields.table("versions", version_key_problem, version_value_problem),  # type: ignore[arg-type]
+        smoke=SmokeCounts(*(smoke.required_count(key) for key in SMOKE_FIELDS)),
+        size_bytes=fields.count("size_bytes", optional=True), layers=fields.count("layers", optional=True),
+        content_digest=fields.text("content_digest", digest_problem, optional=True),
+        sbom=read_sbom(fields, folder))
+
+
+def read_sbom(fields: Fields, folder: Path) -> SbomFile | None:
+    sbom = fields.sub("sbom", ("path", "sha256", "packages"), optional=True)
+    if sbom is None:
+        return None
+    relative = sbom.required_text("path", relative_path_problem)
+    file = contained(folder, relative)
+    if file is None:
+        sbom.refuse("path", f"{visible(relative)!r} leads out of {folder} (a link); an SBOM stays beside its manifest")
+    return SbomFile(file=file, sha256=sbom.required_text("sha256", sha256_problem),
+                    packages=sbom.table("packages", version_key_ok, count_problem))  # type: ignore[arg-type]
+
+
+def version_key_ok(key: str) -> str | None:
+    """A package kind (a purl type: deb, pypi)."""
+    return None if key.isascii() and key.isalnum() and len(key) <= 32 else "is not a package kind (e.g. deb, pypi)"
+
+
+def sbom_target(manifest_path: Path, image: str) -> str:
+    """Where an image's SBOM goes, relative to the manifest: MANIFEST.sbom/IMAGE.spdx.json."""
+    return f"{manifest_path.stem}.sbom/{image}.spdx.json"
+
+
+def check_writable(path: Path) -> None:
+    """Refuse a manifest path nothing could be written to, before anything that cannot be undone (a tag PUT)."""
+    if path.is_dir():
+        raise UserError(f"--manifest {path}: is a folder; give the path of the JSON file to write")
+    parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path())
+    if not parent.is_dir():
+        raise UserError(f"--manifest {path}: {parent} is a file, not a folder")
+
+
+def sbom_contents(manifest: ReleaseManifest) -> dict[str, bytes]:
+    """Every SBOM's bytes, each checked against its sha256: read before anything is written."""
+    return {item.image: item.sbom.read(item.image) for item in manifest.images if item.sbom}
+
+
+def write(manifest: ReleaseManifest, path: Path) -> tuple[Path, Path]:
+    """JSON and a Markdown table of pinnable references, each written atomically, with each image's SBOM copied
+    beside them (MANIFEST.sbom/IMAGE.spdx.json) once its bytes match its sha256."""
+    from .report import atomic_write
+
+    check_writable(path)
+    contents = sbom_contents(manifest)
+    paths = {}
+    for image, content in contents.items():
+        paths[image] = sbom_target(path, image)
+        target = path.parent / paths[image]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not (target.is_file() and target.read_bytes() == content):
+            target.unlink(missing_ok=True)  # a link left there is replaced, not written through
+            target.write_bytes(content)
+    atomic_write(path, json.dumps(manifest.to_json(paths), indent=2) + "\n")
+    markdown = path.with_suffix(".md")
+    atomic_write(markdown, markdown_table(manifest))
+    return path, markdown
+
+
+def markdown_table(manifest: ReleaseManifest) -> str:
+    """Every value in it passed the reader's grammar (names, digests, versions): nothing to escape."""
+    lines = [f"# Release {manifest.release}", "", "| image | pin | torch | cuda | cudnn | python | smoke |",
+             "|---|---|---|---|---|---|---|"]
+    for item in manifest.images:
+        v, s = item.versions, item.smoke
+        lines.append(f"| {item.image} | `{manifest.reference(item)}` | {v.get('torch')} | {v.get('cuda') or '-'} | "
+                     f"{v.get('cudnn') or '-'} | {v.get('python')} | {s.passed} passed, {s.skipped_no_gpu} GPU skipped |")
+    return "\n".join(lines) + "\n"
