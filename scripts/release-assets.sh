@@ -15,9 +15,25 @@ command=${1:?${usage}}
 release=${2:?${usage}}
 python=${PYTHON:-.venv/bin/python}
 
+# gh's own words for "there is none", as opposed to a download that failed (401, network): that fails the job,
+# since building without the previous release would silently drop the size budget and the reuse.
+NOT_FOUND="release not found"
+NO_ASSET="no assets match the file pattern"
+
 previous() {
-    local dir=${1:?${usage}} tag
-    if ! tag=$(gh release view --json tagName --jq .tagName 2> /dev/null) || [ -z "${tag}" ]; then
+    local dir=${1:?${usage}} tag said
+    gh_errors=$(mktemp)  # global: the EXIT trap runs after this function's locals are gone
+    trap 'rm -f "${gh_errors}"' EXIT
+    if ! tag=$(gh release view --json tagName --jq .tagName 2> "${gh_errors}"); then
+        said=$(cat "${gh_errors}")
+        if [[ "${said}" == *"${NOT_FOUND}"* ]]; then
+            echo "release-assets: no published release yet: ${release} is built without a previous one"
+            return 0
+        fi
+        echo "release-assets: FAILED: could not ask GitHub for the latest release: ${said}" >&2
+        exit 1
+    fi
+    if [ -z "${tag}" ]; then
         echo "release-assets: no published release yet: ${release} is built without a previous one"
         return 0
     fi
@@ -25,18 +41,49 @@ previous() {
         echo "release-assets: ${release} is already the latest release: nothing earlier to compare with"
         return 0
     fi
-    mkdir -p "${dir}"
-    if ! gh release download "${tag}" --pattern "${tag}-manifest.tar.gz" --dir "${dir}" --clobber; then
-        echo "release-assets: release ${tag} has no ${tag}-manifest.tar.gz: ${release} is built without a previous one"
-        return 0
+    if ! [[ "${tag}" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]]; then
+        echo "release-assets: FAILED: the latest release's tag ${tag@Q} is not a release tag" >&2
+        exit 1
     fi
-    tar -xzf "${dir}/${tag}-manifest.tar.gz" -C "${dir}"
+    mkdir -p "${dir}"
+    if ! gh release download "${tag}" --pattern "${tag}-manifest.tar.gz" --dir "${dir}" --clobber 2> "${gh_errors}"; then
+        said=$(cat "${gh_errors}")
+        if [[ "${said}" == *"${NO_ASSET}"* ]]; then
+            echo "release-assets: release ${tag} has no ${tag}-manifest.tar.gz: ${release} is built without a previous one"
+            return 0
+        fi
+        echo "release-assets: FAILED: downloading ${tag}-manifest.tar.gz: ${said}" >&2
+        exit 1
+    fi
+    check_members "${dir}/${tag}-manifest.tar.gz" "${tag}"
+    tar -xzf "${dir}/${tag}-manifest.tar.gz" -C "${dir}" --no-same-owner --no-same-permissions
     test -f "${dir}/${tag}.json" || { echo "release-assets: ${tag}-manifest.tar.gz holds no ${tag}.json" >&2; exit 1; }
     echo "${tag}" > "${dir}/RELEASE"
     echo "release-assets: previous release ${tag}: ${dir}/${tag}.json"
     if [ -n "${GITHUB_ENV:-}" ]; then
         { echo "TORCHIMAGES_PREVIOUS=${dir}/${tag}.json"; echo "TORCHIMAGES_CACHE_FROM=previous"; } >> "${GITHUB_ENV}"
     fi
+}
+
+# A downloaded tarball is input: only plain files and folders, named as publish names them (TAG.json, TAG.md,
+# TAG-diff.md, TAG.sbom/IMAGE.spdx.json), are extracted; a link, a device, an absolute path or '..' refuses it all.
+check_members() {
+    local tarball=$1 tag=$2 line name
+    while IFS= read -r line; do  # tar -tv: the first character is the member's type (- file, d folder, l link, ...)
+        case "${line:0:1}" in
+            -|d) ;;
+            *) echo "release-assets: FAILED: ${tarball} holds a member that is not a file or folder: ${line}" >&2; exit 1 ;;
+        esac
+    done < <(tar -tvzf "${tarball}")
+    while IFS= read -r name; do
+        case "${name}" in
+            "${tag}.json"|"${tag}.md"|"${tag}-diff.md"|"${tag}.sbom"|"${tag}.sbom/") ;;
+            "${tag}.sbom/"*.spdx.json)
+                [[ "${name}" != *..* && "${name#"${tag}.sbom/"}" != */* ]] || {
+                    echo "release-assets: FAILED: ${tarball}: member ${name@Q} leaves its folder" >&2; exit 1; } ;;
+            *) echo "release-assets: FAILED: ${tarball}: unexpected member ${name@Q}" >&2; exit 1 ;;
+        esac
+    done < <(tar -tzf "${tarball}")
 }
 
 publish() {

@@ -17,7 +17,7 @@ from . import matrix as matrix_stage
 from . import selfcheck as selfcheck_stage
 from .buildinputs import BuildInputs
 from .consoles import err, out
-from .errors import UserError
+from .errors import UserError, visible
 from .lock import LockFile, lock_path
 from .lock import stale as stale_pins
 from .manifest import MAX_TAG
@@ -398,12 +398,12 @@ def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool,
             promoter.check(promotions)
             promoter.promote(promotions)
     except promotion.PromotionRefused as refused:
-        err.print(f"[bold red]not promoted[/]: {escape(str(refused))}", markup=True)
+        err.print(f"[bold red]not promoted[/]: {escape(visible(str(refused)))}", markup=True)
         sys.exit(1)
     failed = [p for p in promotions if p.state == "failed"]
     if failed:
         err.print(f"[bold red]promotion incomplete[/]: {len(failed)} of {len(promotions)} release tags not written "
-                  f"({escape(failed[0].error or '')}); run the same command again to finish", markup=True)
+                  f"({escape(visible(failed[0].error or ''))}); run the same command again to finish", markup=True)
         sys.exit(1)
     json_path, markdown_path = manifest.write(promotion.release_manifest(candidates, promotions), release_path)
     out.print(f"promoted {len(promotions)} images of {release} from {candidates.candidate}; release manifest: "

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from . import grammar
 from .errors import UserError
 
 # libyaml parses the packaged data several times faster than the pure-Python loader (both are safe loaders).
@@ -201,18 +202,41 @@ def write_cache(folder: Path = Path(__file__).parent / "data") -> Path:
     return folder / CACHE
 
 
+EXTRA_REQUIRED = ("release", "image", "pytorch", "cuda", "cudnn", "nccl", "python", "sources")
+EXTRA_FIELDS = (*EXTRA_REQUIRED, "ubuntu", "unconfirmed")
+
+
 def extra_ngc_rows(path: Path) -> list[dict[str, Any]]:
-    """The `ngc` rows of an extra facts file, each marked with the file; a clear error when it is unusable."""
+    """The `ngc` rows of an extra facts file, each marked with the file. Its values reach Dockerfiles (the image in
+    FROM) and labels, so each goes through the matrix's grammar; the first problem is one line naming the row and
+    the field."""
+    from .checkedjson import Fields
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise UserError(f"{EXTRA_ENV}={path}: cannot read it: {str(exc).splitlines()[0]}") from None
-    rows = data.get("ngc") if isinstance(data, dict) else None
-    required = ("release", "image", "pytorch", "cuda", "cudnn", "nccl", "python", "sources")
-    if not isinstance(data, dict) or set(data) != {"ngc"} or not isinstance(rows, list) or not all(
-            isinstance(row, dict) and all(row.get(key) for key in required) for row in rows):
-        raise UserError(f"{EXTRA_ENV}={path}: must hold only 'ngc', a list of rows each with {', '.join(required)}")
-    return [{**row, "extra_file": str(path)} for row in rows]
+    if not isinstance(data, dict) or set(data) != {"ngc"} or not isinstance(data["ngc"], list):
+        raise UserError(f"{EXTRA_ENV}={path}: must hold only 'ngc', a list of rows each with {', '.join(EXTRA_REQUIRED)}")
+    rows = []
+    for index, row in enumerate(data["ngc"]):
+        fields = Fields(f"{EXTRA_ENV}={path}", row, f"ngc[{index}]", allowed=EXTRA_FIELDS)
+        release = fields.required_text("release", lambda v: grammar.control_problem(v) or grammar.version_problem(v))
+        fields.where = f"ngc[{index}] ({release})"
+        fields.required_text("image", lambda v: grammar.control_problem(v) or grammar.image_reference_problem(v))
+        for key in ("pytorch", "cuda", "cudnn", "nccl", "python"):
+            fields.required_text(key, lambda v: grammar.control_problem(v) or grammar.version_problem(v))
+        fields.text("ubuntu", lambda v: grammar.control_problem(v) or grammar.version_problem(v), optional=True)
+        for key in ("sources", "unconfirmed"):
+            value = row.get(key)
+            if value is None and key == "unconfirmed":
+                continue
+            if not isinstance(value, list) or (not value and key == "sources") or not all(
+                    isinstance(item, str) and 0 < len(item) <= 300 and not grammar.control_problem(item)
+                    for item in value):
+                fields.refuse(key, "must be a list of one-line strings (sources: where each fact was read)")
+        rows.append({**row, "extra_file": str(path)})
+    return rows
 
 
 def parse(raw: dict[str, Any]) -> CompatData:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -11,8 +12,14 @@ HIDDEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
+# user:password@ in a URL (an index, a mirror, a registry): shown as ***@ in every message, log line and note.
+CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]+@")
+
+
 def visible(text: str) -> str:
-    """`text` on one line, with each control or invisible character written as an escape (\\n, \\x1b, \\u202e)."""
+    """`text` as it may be shown: on one line, each control or invisible character written as an escape (\\n,
+    \\x1b, \\u202e), and the credentials of a URL replaced by ***."""
+    text = CREDENTIALS.sub(r"\1***@", text)
     if all(unicodedata.category(c) not in HIDDEN for c in text):
         return text
     return "".join(NAMED.get(c) or (c.encode("unicode_escape").decode() if unicodedata.category(c) in HIDDEN else c)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from .compat import version_key
 
 PYPI_SIMPLE = "https://pypi.org/simple/torch/"
+PYPI_FILES = "https://files.pythonhosted.org/"  # where pypi.org's simple page links its files
 WHEEL_INDEX = "https://download.pytorch.org/whl"
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 
@@ -30,6 +31,17 @@ Fetch = Callable[[str, str], bytes | None]  # (url, accept) -> body, None when t
 WHEEL = re.compile(r"^torch-(?P<version>\d+\.\d+\.\d+)(?:\+(?P<local>[a-z0-9.]+))?-(?P<python>cp3\d+)-"
                    r"(?P<abi>cp3\d+t?|abi3|none)-(?P<platform>[a-z0-9_]+)\.whl$")
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*\(?\s*==\s*(?P<version>[0-9][0-9A-Za-z.+]*)")
+# What a value read from an index must be before it is written into compat.yaml: a release is a canonical
+# X.Y.Z (no leading zeros), a Python tag names 3.N with N of one or two digits, a cuDNN or NCCL pin is 2 to 4
+# dot-separated numbers (no local part).
+RELEASE_VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+PYTHON_TAG = re.compile(r"cp3(0|[1-9][0-9]?)")
+LIBRARY_PIN = re.compile(r"(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*)){1,3}")
+MAX_PAGE = 64 << 20  # PyPI's torch page is about 1 MB; more is not an index page
+
+
+class IndexRefused(ValueError):
+    """What an index said cannot be written into the compatibility data; nothing is changed."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +58,8 @@ def parse_wheel(filename: str, url: str) -> Wheel | None:
     match = WHEEL.match(urllib.parse.unquote(filename))
     if not match or "linux" not in match["platform"]:
         return None
+    if not RELEASE_VERSION.fullmatch(match["version"]) or not PYTHON_TAG.fullmatch(match["python"]):
+        raise IndexRefused(f"{url}: {filename!r} is not a torch wheel name with a canonical version and a CPython tag")
     platform = next((arch for arch in ("x86_64", "aarch64") if match["platform"].endswith(arch)), None)
     if platform is None:
         return None
@@ -127,8 +141,8 @@ def read_pins(fetch: Fetch, release: Release) -> None:
             requirements = [line.split(":", 1)[1].strip() for line in body.decode("utf-8", errors="replace").splitlines()
                             if line.startswith("Requires-Dist:")]
             break
-    if requirements is None and release.metadata_urls:
-        url = f"https://pypi.org/pypi/torch/{release.version}/json"
+    if requirements is None and release.metadata_urls and release.metadata_urls[0].startswith(PYPI_FILES):
+        url = f"https://pypi.org/pypi/torch/{release.version}/json"  # pypi.org's own JSON: only for pypi.org's files
         body = fetch(url, "application/json")
         if body is None:  # the pins stay unread: refresh keeps what the data has and says so
             return
@@ -142,6 +156,10 @@ def read_pins(fetch: Fetch, release: Release) -> None:
         if not match:
             continue
         name, version = match["name"].lower(), match["version"]
+        if name.startswith(("nvidia-cuda-runtime", "cuda-toolkit", "nvidia-cudnn", "nvidia-nccl")) and \
+                not LIBRARY_PIN.fullmatch(version):
+            raise IndexRefused(f"{release.metadata_source}: torch {release.version} pins {name}=={version}: not a "
+                               "version of 2 to 4 numbers")
         if name.startswith(("nvidia-cuda-runtime", "cuda-toolkit")) and release.default_cuda is None:
             release.default_cuda = ".".join(version.split(".")[:2])
         elif name.startswith("nvidia-cudnn"):
@@ -170,17 +188,33 @@ def wheel_index_builds(fetch: Fetch, releases: dict[str, Release], variants: lis
     return found
 
 
-def http_fetch(timeout: float = 60) -> Fetch:
-    """The live indexes over HTTPS (the environment's proxy and CA bundle apply, as they do for pip)."""
+def http_fetch(timeout: float = 60, deadline: float = 900) -> Fetch:
+    """The live indexes over HTTPS (the environment's proxy and CA bundle apply, as they do for pip). Each request
+    must end within `timeout` seconds, whole (a server that sends a byte at a time is cut off, not waited for), and
+    all of them within `deadline`; a page bigger than MAX_PAGE is refused."""
+    import time
+
     import requests  # here: only `compat refresh` talks to an index
 
     session = requests.Session()
+    run_ends = time.monotonic() + deadline
 
     def fetch(url: str, accept: str) -> bytes | None:
-        response = session.get(url, headers={"Accept": accept}, timeout=timeout)
-        if response.status_code == 404:
-            return None
-        response.raise_for_status()
-        return response.content
+        ends = min(time.monotonic() + timeout, run_ends)
+        if time.monotonic() >= run_ends:
+            raise TimeoutError(f"the refresh took more than {deadline:.0f} s in all; {url} was not asked")
+        with session.get(url, headers={"Accept": accept}, timeout=timeout, stream=True) as response:
+            if response.status_code == 404:
+                return None
+            response.raise_for_status()
+            body = bytearray()
+            # read1 returns what has arrived (iter_content would wait for a whole chunk, however slow it comes)
+            while chunk := response.raw.read1(1 << 16, decode_content=True):
+                body += chunk
+                if len(body) > MAX_PAGE:
+                    raise IndexRefused(f"{url}: more than {MAX_PAGE >> 20} MB: not an index page")
+                if time.monotonic() > ends:
+                    raise TimeoutError(f"{url}: not read within {min(timeout, deadline):.0f} s")
+            return bytes(body)
 
     return fetch

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from .errors import visible
 from .events import ENDS, EventSink, StageEvent
 
 
@@ -76,7 +77,9 @@ class PlainProgress:
     def __call__(self, event: StageEvent) -> None:
         if event.kind == "log":
             return
-        detail = f"{event.step}/{event.steps}: {event.message[:100]}" if event.kind == "step" else event.message[:160]
+        # what a build, a registry or a file said: its escape sequences and newlines are shown, not obeyed
+        message = visible(event.message)
+        detail = f"{event.step}/{event.steps}: {message[:100]}" if event.kind == "step" else message[:160]
         stamp = time.strftime("%H:%M:%S")
         what = event.kind if event.stage == "build" else f"{event.stage} {event.kind}"
         with self._lock:
@@ -106,7 +109,7 @@ class LiveProgress:
             if event.stage != state.stage:
                 state.stage, state.step, state.last_line, state.started, state.ended = event.stage, "", "", None, None
             if event.kind in ("log", "note"):
-                state.last_line = event.message[-100:]
+                state.last_line = visible(event.message)[-100:]
             elif event.kind == "step":
                 state.step = f"{event.step}/{event.steps}"
             else:
@@ -115,7 +118,7 @@ class LiveProgress:
                     state.started = time.monotonic()
                 elif event.kind in ENDS:
                     state.ended = time.monotonic()
-                    state.last_line = event.message.splitlines()[0][-100:] if event.message else state.last_line
+                    state.last_line = visible(event.message.splitlines()[0])[-100:] if event.message else state.last_line
 
     def _table(self) -> Table:
         table = Table(expand=True)

@@ -79,7 +79,7 @@ def image_diff(name: str, old: ManifestImage, new: ManifestImage) -> ImageDiff:
     same_content = bool(old.content_digest) and old.content_digest == new.content_digest
     if moved and same_content:  # reused by --cache-from previous: the same layers under new release labels
         result.notes.append("the same content (content digest), only the release labels are new")
-    if result.versions or result.packages or result.smoke or (moved and not same_content):
+    if result.versions or result.packages or result.smoke or old.layers != new.layers or (moved and not same_content):
         result.state = "changed"
     return result
 

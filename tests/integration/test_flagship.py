@@ -78,6 +78,8 @@ def test_cuda_report_gives_size_and_floor(cuda_build: EntryBuild) -> None:
         print(f"{record['image']}: {record['size_bytes'] / 1e9:.2f} GB, floor {record['floor_bytes'] / 1e9:.2f} GB, "
               f"ratio {ratio:.3f}, built in {record['build_seconds']} s")
         assert ratio < 1.05, f"{record['image']} weighs {ratio:.3f} times its floor: a layer repeats files"
+        # below its floor an image cannot be: the floor meter counted something twice, or measured the wrong image
+        assert ratio > 0.98, f"{record['image']} weighs {ratio:.3f} times its floor: the floor is overcounted"
 
 
 def test_cuda_variants_share_every_base_layer(api: docker.APIClient, cuda_build: EntryBuild) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from .conftest import GPU_READY, Facts, probe, tier
+from .probes.gpucheck import uncovered
 
 # The nvidia/cuda base images carry cudart (0.7 MB) by their documented contract; torch's wheel brings
 # its own. That one duplicate is expected; any other is a second CUDA stack in the image.
@@ -65,12 +66,9 @@ def test_arch_list_covers_every_claimed_generation(ready: dict, facts: Facts, cu
     claimed = facts.expected.get("archs") or []
     if not claimed:
         pytest.skip("the compat data records no GPU generations for this entry")
-    compiled = {flag.split("_", 1)[1] for flag in ready["arch_flags"] if flag.startswith("sm_")}
-    ptx = [int(flag.split("_", 1)[1]) for flag in ready["arch_flags"] if flag.startswith("compute_")]
-    uncovered = [arch for arch in claimed
-                 if arch.replace(".", "") not in compiled and not any(p <= int(arch.replace(".", "")) for p in ptx)]
-    assert not uncovered, (f"torch was compiled for {ready['arch_flags']}: no kernels for the claimed compute "
-                           f"capabilities {uncovered}")
+    missing = uncovered(ready["arch_flags"], claimed)  # the cubin/PTX rule: probes/gpucheck.py, unit-tested
+    assert not missing, (f"torch was compiled for {ready['arch_flags']}: no kernels for the claimed compute "
+                         f"capabilities {missing}")
 
 
 def test_one_copy_of_each_cuda_library(ready: dict, cuda_image: None) -> None:

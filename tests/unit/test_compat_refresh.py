@@ -3,10 +3,14 @@ about torch, how `compat refresh` writes it over the data, and the per-axis whee
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import http.server
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -195,3 +199,79 @@ def test_a_builds_own_wheel_list_decides_over_the_releases() -> None:
     cu118["wheels"]["platforms"] = ["aarch64"]
     with pytest.raises(UserError, match=r"cu118 has no wheel for Python 3\.11 on x86_64"):
         specs.resolve(matrix.loads(entry % "3.11", "m.yaml"), compat.parse(raw))
+
+
+def hostile(url_part: str, old: bytes, new: bytes) -> indexes.Fetch:
+    """The recorded indexes, with `old` replaced by `new` in the pages whose URL holds `url_part`."""
+    def fetch(url: str, accept: str) -> bytes | None:
+        body = recorded(url, accept)
+        return body.replace(old, new) if body is not None and url_part in url else body
+    return fetch
+
+
+@pytest.mark.parametrize(("fetch", "words"), [
+    (hostile("simple/torch", b"torch-2.3.1-cp311-cp311-manylinux1_x86_64.whl",
+             b"torch-2.3.1-cp399999-cp399999-manylinux1_x86_64.whl"), "cp399999"),
+    (hostile("simple/torch", b"torch-2.3.1-cp311-cp311-manylinux1_x86_64.whl",
+             b"torch-02.03.01-cp311-cp311-manylinux1_x86_64.whl"), "02.03.01"),
+    (hostile(".metadata", b"nvidia-cudnn-cu12 (==8.9.2.26)", b"nvidia-cudnn-cu12 (==8.9.2.26+evil)"),
+     "pins nvidia-cudnn-cu12==8.9.2.26+evil"),
+])
+def test_a_hostile_index_changes_nothing_and_says_why(tmp_path: Path, fetch: indexes.Fetch, words: str) -> None:
+    data = tmp_path / "compat.yaml"
+    shutil.copy(DATA, data)
+    before = data.read_bytes()
+    with pytest.raises(UserError, match="could not read the indexes \\(IndexRefused: ") as caught:
+        compatrefresh.run(since="2.0", check=False, pypi_index=indexes.PYPI_SIMPLE, wheel_index=indexes.WHEEL_INDEX,
+                          fetch=fetch, path=data)
+    assert words in str(caught.value) and data.read_bytes() == before
+
+
+def test_a_mirror_is_the_only_index_asked(tmp_path: Path) -> None:
+    """Without a wheel's metadata file the pins come from pypi.org's JSON, but only for pypi.org's own files."""
+    asked: list[str] = []
+    mirror = "https://mirror.example.com/simple/torch/"
+
+    def fetch(url: str, accept: str) -> bytes | None:
+        asked.append(url)
+        if url == mirror:
+            return recorded(indexes.PYPI_SIMPLE, accept).replace(b"https://files.pythonhosted.org/",
+                                                                  b"https://mirror.example.com/files/")
+        return None  # the mirror has no metadata files
+
+    releases = indexes.pypi_releases(fetch, since="2.13", index=mirror)
+    assert releases and all(url.startswith("https://mirror.example.com/") for url in asked), asked
+    assert all(release.cudnn is None for release in releases.values())
+
+
+class Trickle(http.server.BaseHTTPRequestHandler):
+    """A mirror that sends its page a byte at a time, never timing out a single read."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            for _ in range(1000):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                time.sleep(0.2)
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
+def test_a_trickling_mirror_is_cut_off_at_the_deadline() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        fetch = indexes.http_fetch(timeout=1.5, deadline=30)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match="not read within 2 s"):
+            fetch(f"http://127.0.0.1:{server.server_port}/simple/torch/", "*/*")
+        assert time.monotonic() - started < 5
+        spent = indexes.http_fetch(timeout=30, deadline=0)
+        with pytest.raises(TimeoutError, match="more than 0 s in all"):
+            spent(f"http://127.0.0.1:{server.server_port}/simple/torch/", "*/*")
+    finally:
+        server.shutdown()

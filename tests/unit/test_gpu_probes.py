@@ -167,3 +167,16 @@ def test_importing_the_dataloader_probe_starts_no_loader(monkeypatch: pytest.Mon
 def test_nccl_binds_the_device_before_the_process_group() -> None:
     source = (PROBES / "nccl.py").read_text()
     assert source.index("torch.cuda.set_device(") < source.index("dist.init_process_group(")
+
+
+@pytest.mark.parametrize(("arch_list", "claimed", "missing"), [
+    (CU121, ["5.0", "8.0", "8.6", "8.9", "9.0"], []),          # 8.9 runs the sm_86 cubin
+    (CU121, ["10.0", "12.0"], ["10.0", "12.0"]),               # no cubin of major 10 or 12, no PTX
+    (CU128, ["7.5", "12.0", "12.1"], []),                      # sm_120 runs on 12.1, compute_120 too
+    (CU128, ["7.0"], ["7.0"]),                                 # below every cubin and PTX
+    (["sm_80", "compute_80"], ["9.0", "10.0"], []),            # PTX compiled by the driver for newer GPUs
+    (["sm_80"], ["9.0", "8.x"], ["9.0", "8.x"]),               # a cubin never runs on a newer major; junk is missing
+])
+def test_every_claimed_generation_needs_a_cubin_or_ptx(arch_list: list[str], claimed: list[str],
+                                                        missing: list[str]) -> None:
+    assert gpucheck.uncovered(arch_list, claimed) == missing

@@ -33,7 +33,10 @@ def checkout(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "GH_TOKEN": "t0ken", "GITHUB_REPOSITORY": "team/ti",
            "GH_LOG": str(tmp_path / "gh.log"), "GIT_CONFIG_COUNT": "1",
            "GIT_CONFIG_KEY_0": f"url.{origin}.insteadOf",
-           "GIT_CONFIG_VALUE_0": "https://x-access-token:t0ken@github.com/team/ti.git"}
+           "GIT_CONFIG_VALUE_0": "https://github.com/team/ti.git", "GIT_LOG": str(tmp_path / "git.log")}
+    real_git = subprocess.run(["sh", "-c", "command -v git"], capture_output=True, text=True, check=True).stdout.strip()
+    (bin_dir / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "$GIT_LOG"\nexec {real_git} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
     return origin, work, env
 
 
@@ -64,3 +67,25 @@ def test_a_refresh_becomes_one_commit_on_a_branch_and_a_pull_request(tmp_path: P
     assert "changed: torch 2.9.0: Python wheels" in message
     asked = (tmp_path / "gh.log").read_text()
     assert asked.startswith("pr\ncreate\n--head\ncompat-refresh/42\n") and "changed: torch 2.9.0" in asked
+
+
+def test_the_token_is_on_no_command_line(tmp_path: Path) -> None:
+    origin, work, env = checkout(tmp_path)
+    (work / "torchimages" / "data" / "compat.yaml").write_text("torch: [2.15.0]\n")
+    result = run_script(work, env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    commands = (tmp_path / "git.log").read_text()
+    assert "push -q https://github.com/team/ti.git" in commands and "t0ken" not in commands, commands
+    assert git("branch", "--list", cwd=origin).strip() == "compat-refresh/42"
+
+
+def test_a_missing_input_stops_it_before_anything_is_pushed(tmp_path: Path) -> None:
+    origin, work, env = checkout(tmp_path)
+    (work / "torchimages" / "data" / "compat.yaml").write_text("torch: [2.15.0]\n")
+    for name, value in (("GITHUB_REPOSITORY", "team/ti; rm -rf /"), ("GH_TOKEN", "")):
+        result = run_script(work, {**env, name: value})
+        assert result.returncode == 2 and name in result.stderr, result.stderr
+    result = subprocess.run(["bash", str(SCRIPT), "no-such-summary.txt", "compat-refresh/42"], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and "the summary no-such-summary.txt is missing" in result.stderr
+    assert git("branch", "--list", cwd=origin) == "" and git("branch", "--show-current", cwd=work).strip() == "main"

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from torchimages import sbom
 
 from .conftest import ROOT, digest
@@ -122,3 +124,31 @@ def test_an_sbom_that_is_not_json_is_one_line(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(old), str(new)], capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.returncode == 2 and "not an SPDX JSON SBOM" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(("path", "value", "line"), [
+    (("versions", "cuda"), "12.1", "- cuda: None -> 12.1"),
+    (("versions", "cudnn"), "8.9.2.26", "- cudnn: None -> 8.9.2.26"),
+    (("versions", "nccl"), "2.20.5", "- nccl: None -> 2.20.5"),
+    (("versions", "python"), "3.12", "- python: 3.11 -> 3.12"),
+    (("smoke", "failed"), 1, "- smoke failed: 0 -> 1"),
+    (("smoke", "skipped"), 16, "- smoke skipped: 15 -> 16"),
+    (("smoke", "skipped_no_gpu"), 9, "- smoke skipped_no_gpu: 8 -> 9"),
+    (("layers",), 13, "- layers: 12 -> 13"),
+])
+def test_every_field_diff_compares_makes_the_image_changed(tmp_path: Path, path: tuple[str, ...], value: object,
+                                                            line: str) -> None:
+    packages = {"deb:bash": "5.2.15-2"}
+    old = release(tmp_path, "v1", torch="2.13.0", size=1_400_000_000, passed=14, packages=packages)
+    new = release(tmp_path, "v2", torch="2.13.0", size=1_400_000_000, passed=14, packages=packages)
+    data = json.loads(new.read_text())
+    target = data["images"][0]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    data["images"][0]["digest"] = json.loads(old.read_text())["images"][0]["digest"]  # only this field moves
+    new.write_text(json.dumps(data))
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "diff", str(old), str(new)], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "## cpu: changed\n" in result.stdout and f"\n{line}\n" in result.stdout, result.stdout

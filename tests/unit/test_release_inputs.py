@@ -8,6 +8,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -296,3 +297,38 @@ def test_the_tag_length_rule_holds_over_the_whole_image_tag(args: list[str], wor
                             timeout=60, check=False)
     assert result.returncode == 2 and words in result.stderr and "Docker's limit is 128" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_url_with_credentials_is_redacted_in_every_message() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "--tag", "v2.7", "--dry-run", "--pip-index-url",
+                             "https://ci:s3cret-token@pypi.example.com/simple#frag"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 2 and "https://***@pypi.example.com/simple" in result.stderr, result.stderr
+    assert "s3cret" not in result.stderr + result.stdout
+
+
+def test_publish_writes_each_pushed_image_once_in_name_order_with_what_its_report_says(tmp_path: Path) -> None:
+    from torchimages import publish
+
+    sbom_file = tmp_path / "v2.7.sbom" / f"{CPU}-ssh.spdx.json"
+    sbom_file.parent.mkdir()
+    sbom_file.write_bytes(SBOM)
+    ssh = pushed_record(image=f"{CPU}-ssh", variant="ssh", size_bytes=7, layers=3, content_digest=digest("content"),
+                        push=PushStage(f"{REPOSITORY}:v2.7-{CPU}-ssh", digest=digest(1)),
+                        sbom=SbomStage(f"v2.7.sbom/{CPU}-ssh.spdx.json", hashlib.sha256(SBOM).hexdigest(), digest("id"),
+                                       {"deb": 3}))
+    failed = pushed_record(image=f"{CPU}-jupyter", variant="jupyter",
+                           push=PushStage(f"{REPOSITORY}:v2.7-{CPU}-jupyter", error="denied"))
+    report = Report("v2.7", "matrix.yaml", images=[ssh, failed, pushed_record()], folder=tmp_path)
+    made = publish.manifest([report], REPOSITORY)
+    assert [i.image for i in made.images] == [CPU, f"{CPU}-ssh"], "sorted, and what failed to push left out"
+    item = made.by_name()[f"{CPU}-ssh"]
+    assert (item.digest, item.size_bytes, item.layers, item.content_digest) == (digest(1), 7, 3, digest("content"))
+    assert item.smoke.passed == 9 and item.sbom is not None and item.sbom.read(item.image) == SBOM
+    assert made.candidate is None and made.reference(item) == f"{REPOSITORY}@{digest(1)}"
+    with pytest.raises(UserError, match=re.escape(f"{CPU}-ssh was pushed to {REPOSITORY}:v2.7-{CPU}-ssh, not "
+                                                  f"other.example/ml/pt:v2.7-{CPU}-ssh")):
+        publish.manifest([report], "other.example/ml/pt")
+    untested = pushed_record(smoke=None)
+    with pytest.raises(UserError, match="records a push but no smoke results"):
+        publish.manifest([Report("v2.7", "matrix.yaml", images=[untested], folder=tmp_path)], REPOSITORY)

@@ -155,3 +155,14 @@ def test_jobs_run_suites_side_by_side_each_with_its_own_runner_and_record_them_i
         assert [r.image for r in returned] == names and [r.image for r in report.images] == names
         assert (runner.shared["most"], runner.shared["twins"]) == (most, twins), (jobs, runner.shared)
     assert {e.image for e in events if e.kind == "passed"} == set(names)
+
+
+def test_what_a_build_or_registry_said_is_shown_not_obeyed() -> None:
+    """An event's message comes from outside (build output, a registry's error, a file): on a terminal its escape
+    sequences would retitle the window or hide text, and its newlines would forge lines."""
+    stream = io.StringIO()
+    view = PlainProgress(stream)
+    view(StageEvent("img", "failed", "denied\x1b]0;owned\x07\nFAKE line\x1b[2K", stage="push"))
+    line = stream.getvalue()
+    assert line.count("\n") == 1 and "\x1b" not in line and "\x07" not in line
+    assert "denied\\x1b]0;owned\\x07\\nFAKE line\\x1b[2K" in line

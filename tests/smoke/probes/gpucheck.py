@@ -38,6 +38,16 @@ def covers(arch_list, capability):
     return False
 
 
+def uncovered(arch_list, claimed):
+    """The claimed compute capabilities ('8.6', '12.0') that no cubin or PTX of `arch_list` runs on (covers)."""
+    found = []
+    for arch in claimed:
+        major, _, minor = str(arch).partition(".")
+        if not (major.isdigit() and minor.isdigit()) or not covers(arch_list, (int(major), int(minor))):
+            found.append(arch)
+    return found
+
+
 def exact_fp32(torch):
     """Turn TF32 off for convolutions and matmuls, so fp32 on the GPU can be compared with the CPU.
 
