@@ -204,8 +204,9 @@ class BuildRunner:
         labels = self.engine.image_labels(reference)
         if labels.get(CONTENT_LABEL) == digest:
             return True
-        self.emit(StageEvent(image, "note", f"cache: {reference} not reused: its {CONTENT_LABEL} label is "
-                                            f"{labels.get(CONTENT_LABEL)!r}, not this build's {digest}; building"))
+        label = str(labels.get(CONTENT_LABEL))[:19]  # the note stays one short line: the digests are in the log
+        self.emit(StageEvent(image, "note", f"cache: not reused: the pulled image's content label is {label}, not "
+                                            f"this build's {str(digest)[:19]}; building ({reference})"))
         return False
 
     def _auth_for(self, reference: str) -> dict[str, str] | None:

@@ -88,7 +88,9 @@ HOSTILE: list[tuple[str, Callable[[dict], None], str]] = [
     ("release with a slash", set_in(("release",), "v2.7/x"), "field 'release'"),
     ("candidate with a newline", set_in(("candidate",), "rc\n1"), "field 'candidate'"),
     ("repository with credentials", set_in(("repository",), "user:pw@r.example/x"), "field 'repository'"),
-    ("tag over 128 characters", set_in(("candidate",), "c" * 120), "longer than 128 characters"),
+    ("candidate tag over 128 characters", set_in(("candidate",), "c" * 124),
+     "field 'candidate': release and candidate make a tag longer than 128 characters"),
+    ("image tag over 128 characters", set_in(("candidate",), "c" * 110), "field 'image': makes the tag"),
     ("content digest short", set_in(("images", 0, "content_digest"), "sha256:1"), "field 'content_digest'"),
 ]
 
