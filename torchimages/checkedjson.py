@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import NoReturn
 
 from .errors import Problem, UserError, visible
@@ -33,10 +33,9 @@ def sha256_problem(value: str) -> str | None:
 
 
 def relative_path_problem(value: str) -> str | None:
-    """A path a file names beside itself: relative, no '..', no empty or '.' part, no backslash or control character."""
-    parts = PurePosixPath(value).parts
+    """A path a file names beside itself: relative, no '..' or '.' part, no backslash or control character."""
     if (not value or value.startswith("/") or "\\" in value or any(part in ("..", ".") for part in value.split("/"))
-            or not parts or any(ord(char) < 32 for char in value)):
+            or any(ord(char) < 32 for char in value)):
         return f"{visible(value)!r} is not a path inside the file's folder: relative, without '..' (e.g. v2.7.sbom/x.spdx.json)"
     return None
 
@@ -58,8 +57,9 @@ def load(path: Path, what: str) -> object:
     try:
         if path.is_dir():
             raise UserError(f"{path}: is a folder, not {what}")
-        if path.stat().st_size > MAX_BYTES:
-            raise UserError(f"{path}: {path.stat().st_size} bytes is too big for {what} (at most {MAX_BYTES})")
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise UserError(f"{path}: {size} bytes is too big for {what} (at most {MAX_BYTES})")
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"{path}: {what} could not be read ({exc.strerror or exc})") from None

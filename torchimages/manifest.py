@@ -210,10 +210,10 @@ def read_sbom(fields: Fields, folder: Path) -> SbomFile | None:
     if file is None:
         sbom.refuse("path", f"{visible(relative)!r} leads out of {folder} (a link); an SBOM stays beside its manifest")
     return SbomFile(file=file, sha256=sbom.required_text("sha256", sha256_problem),
-                    packages=sbom.table("packages", version_key_ok, count_problem))  # type: ignore[arg-type]
+                    packages=sbom.table("packages", package_kind_problem, count_problem))  # type: ignore[arg-type]
 
 
-def version_key_ok(key: str) -> str | None:
+def package_kind_problem(key: str) -> str | None:
     """A package kind (a purl type: deb, pypi)."""
     return None if key.isascii() and key.isalnum() and len(key) <= 32 else "is not a package kind (e.g. deb, pypi)"
 

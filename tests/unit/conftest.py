@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
 import subprocess
 import sys
 import textwrap
@@ -39,10 +40,24 @@ def digest(seed: object) -> str:
     return "sha256:" + hashlib.sha256(str(seed).encode()).hexdigest()
 
 
+class AnsweringHandler(http.server.BaseHTTPRequestHandler):
+    """A local server's request handler: `answer` sends a whole response; nothing is logged to the test's output."""
+
+    def answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+
 def tls_server(handler: type, folder: Path) -> tuple[object, str, Path]:
     """An HTTPS server on 127.0.0.1 (its certificate also names localhost) running `handler` in a thread: the
     server, its host:port and its CA."""
-    import http.server
     import ssl
     import threading
 

@@ -19,7 +19,7 @@ import yaml
 from torchimages import compat, compatrefresh, indexes, matrix, specs
 from torchimages.errors import UserError
 
-from .conftest import ROOT
+from .conftest import ROOT, AnsweringHandler
 
 RECORDED = ROOT / "tests" / "data" / "indexes"
 sys.path.insert(0, str(RECORDED))
@@ -244,7 +244,7 @@ def test_a_mirror_is_the_only_index_asked(tmp_path: Path) -> None:
     assert all(release.cudnn is None for release in releases.values())
 
 
-class Trickle(http.server.BaseHTTPRequestHandler):
+class Trickle(AnsweringHandler):
     """A mirror that sends its page a byte at a time, never timing out a single read."""
 
     def do_GET(self) -> None:
@@ -256,9 +256,6 @@ class Trickle(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(b"x")
                 self.wfile.flush()
                 time.sleep(0.2)
-
-    def log_message(self, *args: object) -> None:
-        return None
 
 
 def test_a_trickling_mirror_is_cut_off_at_the_deadline() -> None:

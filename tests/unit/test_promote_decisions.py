@@ -6,7 +6,6 @@ exit code."""
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 import os
 import subprocess
@@ -23,7 +22,7 @@ from torchimages.events import StageEvent
 from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
 from torchimages.registry import RegistryClient
 
-from .conftest import ROOT, tls_server
+from .conftest import ROOT, AnsweringHandler, tls_server
 
 MEDIA = "application/vnd.oci.image.manifest.v1+json"
 CPU = "torch2.13.0-cpu-py3.11"
@@ -38,7 +37,7 @@ def digest_of(body: bytes) -> str:
     return f"sha256:{hashlib.sha256(body).hexdigest()}"
 
 
-class ManifestRegistry(http.server.BaseHTTPRequestHandler):
+class ManifestRegistry(AnsweringHandler):
     by_digest: ClassVar[dict[str, bytes]] = {}  # what GET .../manifests/DIGEST answers
     tags: ClassVar[dict[str, str]] = {}  # tag -> digest
     puts: ClassVar[list[tuple[str, bytes]]] = []
@@ -59,17 +58,6 @@ class ManifestRegistry(http.server.BaseHTTPRequestHandler):
         self.tags[tag] = digest_of(body)
         self.by_digest.setdefault(digest_of(body), body)
         self.answer(201, b"", {"Docker-Content-Digest": digest_of(body)})
-
-    def answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        return None
 
 
 @pytest.fixture(scope="module")

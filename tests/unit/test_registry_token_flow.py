@@ -4,7 +4,6 @@ local HTTPS server that speaks that protocol, since neither registry can be reac
 
 from __future__ import annotations
 
-import http.server
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +14,12 @@ import requests
 
 from torchimages.registry import RegistryClient
 
-from .conftest import tls_server
+from .conftest import AnsweringHandler, tls_server
 
 DIGEST = "sha256:" + "c" * 64
 
 
-class TokenRegistry(http.server.BaseHTTPRequestHandler):
+class TokenRegistry(AnsweringHandler):
     asked: ClassVar[list[tuple[str, str]]] = []
     realm: ClassVar[str] = "https://{host}/token"  # what the challenge names; {host}: the Host the client asked
     digest: ClassVar[str] = DIGEST  # what the manifest's Docker-Content-Digest says
@@ -41,17 +40,6 @@ class TokenRegistry(http.server.BaseHTTPRequestHandler):
                         {"Content-Type": kind, "Docker-Content-Digest": TokenRegistry.digest})
         else:
             self.answer(404, b"{}", {})
-
-    def answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        return None
 
 
 @pytest.fixture(scope="module")
