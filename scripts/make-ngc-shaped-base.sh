@@ -5,7 +5,8 @@
 # the NGC shape on top: torch in the system Python (`python` is python3; pip may install into it; torch's packages
 # are linked into /usr/local/lib/python3.X/dist-packages, where NGC's are), no venv on PATH, root, no entrypoint,
 # a user with UID 1000 (NGC's Ubuntu 24.04 has "ubuntu"), none of this project's own files, and the NGC
-# environment the template reads (NVIDIA_PYTORCH_VERSION, PYTORCH_VERSION, CUDNN_VERSION, NCCL_VERSION).
+# environment the template and the suite read (NVIDIA_PYTORCH_VERSION, PYTORCH_VERSION, CUDNN_VERSION, NCCL_VERSION,
+# TORCH_CUDA_ARCH_LIST).
 # Unlike NGC, it is Debian (not Ubuntu) and its CUDA libraries are torch's wheels (not /usr/local/cuda).
 # An existing IMAGE is reused only when it was made from this TORCH_IMAGE (its label says which).
 #   scripts/make-ngc-shaped-base.sh IMAGE TORCH_IMAGE RELEASE
@@ -19,6 +20,8 @@ release=${3:?${usage}}
 made_from_label=io.torchimages.test.made-from
 from_id=$(docker image inspect -f '{{.Id}}' "${from}" 2> /dev/null) || {
     echo "ngc-shaped base: FAILED: ${from} is missing (build the cu121 entry first)" >&2; exit 1; }
+# The label names the image it was made from and this script's version: a changed script makes it again.
+from_id="${from_id} $(sha256sum "${BASH_SOURCE[0]}" | cut -c1-12)"
 if [ "$(docker image inspect -f "{{index .Config.Labels \"${made_from_label}\"}}" "${image}" 2> /dev/null)" = "${from_id}" ]; then
     echo "ngc-shaped base: ${image} exists, made from ${from}; reusing it"
     exit 0
@@ -47,6 +50,9 @@ ARG VERSION
 ARG CUDNN
 ARG NCCL
 USER 0:0
+# TORCH_CUDA_ARCH_LIST as NGC sets it: the value NGC 23.10's environment shows (NVIDIA_PYTORCH_VERSION=23.10, CUDA
+# 12.2.2; an `env` dump in a public benchmark write-up, an indexed public copy). It is the GPU generations an NGC
+# base claims, and the suite checks torch's kernels against it; this stand-in's cu121 torch covers every one.
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # PATH without the venv; what pointed into this project's files is emptied (an ENV cannot be removed).
 ENV PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -57,6 +63,7 @@ ENV PATH=/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bi
     PYTORCH_BUILD_VERSION=${VERSION} \
     CUDNN_VERSION=${CUDNN} \
     NCCL_VERSION=${NCCL} \
+    TORCH_CUDA_ARCH_LIST="5.2 6.0 6.1 7.0 7.2 7.5 8.0 8.6 8.7 9.0+PTX" \
     PYTHONIOENCODING=utf-8
 RUN set -eux; \
     export DEBIAN_FRONTEND=noninteractive; \

@@ -37,7 +37,7 @@ class FloorMeter:
             dpkg, python = self._measure(image)
         except (docker.errors.DockerException, ValueError, RuntimeError):
             return None
-        return base_size + (dpkg - base_dpkg) + python
+        return floor_bytes(base_size, base_dpkg, dpkg, python)
 
     def _measure(self, image: str) -> tuple[int, int]:
         """(dpkg's installed bytes, bytes under PYTHON_FOLDERS) in a container of `image`."""
@@ -46,7 +46,19 @@ class FloorMeter:
             self.api.start(container)
             if self.api.wait(container, timeout=300)["StatusCode"] != 0:
                 raise RuntimeError(self.api.logs(container).decode(errors="replace")[-300:])
-            dpkg, python = self.api.logs(container, stderr=False).decode().split()
+            return measured(self.api.logs(container, stderr=False).decode(errors="replace"))
         finally:
             self.api.remove_container(container, force=True)
-        return int(dpkg), int(python)
+
+
+def floor_bytes(base_size: int, base_dpkg: int, dpkg: int, python: int) -> int:
+    """The OS base as stored, plus what dpkg installed over it, plus the Python environment: each file once."""
+    return base_size + (dpkg - base_dpkg) + python
+
+
+def measured(output: str) -> tuple[int, int]:
+    """MEASURE's output, two counts of bytes (dpkg's, the Python folders'); ValueError for anything else."""
+    words = output.split()
+    if len(words) != 2 or not all(word.isdigit() for word in words):
+        raise ValueError(f"not two byte counts: {output[-200:]!r}")
+    return int(words[0]), int(words[1])

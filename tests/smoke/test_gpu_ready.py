@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from .conftest import GPU_READY, Facts, probe, tier
-from .probes.gpucheck import uncovered
+from .probes.gpucheck import declared_archs, uncovered
 
 # The nvidia/cuda base images carry cudart (0.7 MB) by their documented contract; torch's wheel brings
 # its own. That one duplicate is expected; any other is a second CUDA stack in the image.
@@ -69,6 +69,19 @@ def test_arch_list_covers_every_claimed_generation(ready: dict, facts: Facts, cu
     missing = uncovered(ready["arch_flags"], claimed)  # the cubin/PTX rule: probes/gpucheck.py, unit-tested
     assert not missing, (f"torch was compiled for {ready['arch_flags']}: no kernels for the claimed compute "
                          f"capabilities {missing}")
+
+
+def test_arch_list_covers_what_the_image_declares(ready: dict, facts: Facts, cuda_image: None) -> None:
+    """TORCH_CUDA_ARCH_LIST in the image is its claim of GPU generations: NGC's bases set it (their documented
+    environment), as a devel image does for the extensions it builds. torch must have kernels for each."""
+    declared = ready.get("declared_archs")
+    if not declared:
+        if facts.flavor == "ngc":
+            pytest.fail("an NGC base declares its GPU generations in TORCH_CUDA_ARCH_LIST; this image sets none")
+        pytest.skip("the image declares no TORCH_CUDA_ARCH_LIST")
+    missing = uncovered(ready["arch_flags"], declared_archs(declared))
+    assert not missing, (f"the image declares TORCH_CUDA_ARCH_LIST={declared!r}, but torch was compiled for "
+                         f"{ready['arch_flags']}: no kernels for {missing}")
 
 
 def test_one_copy_of_each_cuda_library(ready: dict, cuda_image: None) -> None:

@@ -72,6 +72,17 @@ def test_the_digest_follows_files_arguments_and_the_parent(two_releases: tuple[P
     assert with_wheel != digest, "a wheel added"
     (context / "build-config" / "wheelhouse" / "numpy-2.0-py3-none-any.whl").write_bytes(b"two")
     assert content_digest(context, {"OFFLINE": "1"}, PARENT) != with_wheel, "a wheel's bytes"
+    other_bytes = content_digest(context, {"OFFLINE": "1"}, PARENT)
+    (context / "build-config" / "wheelhouse" / "numpy-2.0-py3-none-any.whl").chmod(0o755)
+    assert content_digest(context, {"OFFLINE": "1"}, PARENT) != other_bytes, "a file's mode"
+    (context / "build-config" / "wheelhouse" / "numpy-2.0-py3-none-any.whl").unlink()
+    assert content_digest(context, {"OFFLINE": "1"}, PARENT) == digest, "the wheel gone again"
+    (context / "build-config" / "extra-ca.pem").write_text("-----BEGIN CERTIFICATE-----\none\n")
+    with_ca = content_digest(context, {"OFFLINE": "1"}, PARENT)
+    assert with_ca != digest, "an extra CA bundle (BuildInputs copies --ca-bundle to build-config/extra-ca.pem)"
+    (context / "build-config" / "extra-ca.pem").write_text("-----BEGIN CERTIFICATE-----\ntwo\n")
+    assert content_digest(context, {"OFFLINE": "1"}, PARENT) != with_ca, "another CA bundle"
+    (context / "build-config" / "extra-ca.pem").unlink()
 
     dockerfile = context / "Dockerfile"
     text = dockerfile.read_text()

@@ -14,7 +14,7 @@ from torchimages import compat, render
 from torchimages.buildinputs import BuildInputs
 from torchimages.buildstage import known_floors
 from torchimages.report import ImageRecord, Report
-from torchimages.sizes import FloorMeter
+from torchimages.sizes import FloorMeter, floor_bytes, measured
 from torchimages.smoke import SmokeResult, parse_junit
 
 from .conftest import ROOT, digest
@@ -141,3 +141,20 @@ def test_a_no_op_rebuild_reuses_the_floors_of_the_last_report(tmp_path: Path) ->
     assert known_floors(tmp_path / "missing.json") == {}
     (tmp_path / "broken.json").write_text("{")
     assert known_floors(tmp_path / "broken.json") == {}
+
+
+def test_the_floor_is_the_os_base_plus_what_was_installed_each_file_once() -> None:
+    # a 100 MB base whose dpkg counts 80 MB; the image's dpkg counts 380 MB and its venv 5 GB
+    assert floor_bytes(100_000_000, 80_000_000, 380_000_000, 5_000_000_000) == 5_400_000_000
+    assert floor_bytes(100, 80, 80, 0) == 100  # nothing installed: the base itself
+
+
+@pytest.mark.parametrize(("output", "counts"), [("1024\n2048\n", (1024, 2048)), ("0\n0", (0, 0))])
+def test_the_measurement_is_two_byte_counts(output: str, counts: tuple[int, int]) -> None:
+    assert measured(output) == counts
+
+
+@pytest.mark.parametrize("output", ["", "1024\n", "1024\n2048\n4096\n", "-5\n10\n", "du: cannot access\n10\n"])
+def test_a_measurement_that_is_not_two_byte_counts_is_no_floor(output: str) -> None:
+    with pytest.raises(ValueError, match="not two byte counts"):
+        measured(output)

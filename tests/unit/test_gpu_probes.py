@@ -180,3 +180,21 @@ def test_nccl_binds_the_device_before_the_process_group() -> None:
 def test_every_claimed_generation_needs_a_cubin_or_ptx(arch_list: list[str], claimed: list[str],
                                                         missing: list[str]) -> None:
     assert gpucheck.uncovered(arch_list, claimed) == missing
+
+
+@pytest.mark.parametrize(("value", "capabilities"), [
+    ("5.2 6.0 6.1 7.0 7.2 7.5 8.0 8.6 8.7 9.0+PTX", ["5.2", "6.0", "6.1", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7",
+                                                   "9.0"]),  # NGC's form (spaces, +PTX on the newest)
+    ("7.5;8.0;12.0+ptx", ["7.5", "8.0", "12.0"]),              # the semicolon form torch's extension builder takes
+    ("9.0a 10.0f", ["9.0", "10.0"]),                            # arch- and family-specific suffixes name 9.0, 10.0
+    ("Auto", ["Auto"]),                                         # kept, so the check reports it as uncovered
+    (None, []),
+])
+def test_a_declared_arch_list_names_its_capabilities(value: str | None, capabilities: list[str]) -> None:
+    assert gpucheck.declared_archs(value) == capabilities
+
+
+def test_what_an_ngc_base_declares_is_checked_against_torchs_kernels() -> None:
+    ngc_2310 = gpucheck.declared_archs("5.2 6.0 6.1 7.0 7.2 7.5 8.0 8.6 8.7 9.0+PTX")
+    assert gpucheck.uncovered(CU121, ngc_2310) == []  # the NGC-shaped stand-in (cu121 torch) covers NGC's claim
+    assert gpucheck.uncovered(CU121, gpucheck.declared_archs("8.0 9.0 12.0+PTX")) == ["12.0"]

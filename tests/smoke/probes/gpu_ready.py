@@ -96,7 +96,9 @@ def torch_facts():
         code = call_version(mapped["libnccl"], "ncclGetVersion", ctypes.c_int)
         versions["nccl"] = None if code is None else decode_nccl(code)
     arch_flags = torch._C._cuda_getArchFlags().split() if torch.version.cuda else []
-    return {"torch_loads": mapped, "versions": versions, "arch_flags": arch_flags}
+    # What the image tells extension builds to compile for (NGC's bases set it; so does a devel image)
+    declared = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    return {"torch_loads": mapped, "versions": versions, "arch_flags": arch_flags, "declared_archs": declared}
 
 
 def run_child(*args):

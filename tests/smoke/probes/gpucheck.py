@@ -48,6 +48,16 @@ def uncovered(arch_list, claimed):
     return found
 
 
+def declared_archs(value):
+    """The compute capabilities a TORCH_CUDA_ARCH_LIST value names ('8.0 9.0+PTX' or '8.0;9.0'), '+PTX' dropped;
+    words that name none ('Auto', '9.0a' aside: its capability is 9.0) are returned as they are, to be reported."""
+    found = []
+    for word in str(value or "").replace(";", " ").split():
+        capability = word[:-4] if word.upper().endswith("+PTX") else word
+        found.append(capability[:-1] if capability[-1:] in ("a", "f") else capability)
+    return found
+
+
 def exact_fp32(torch):
     """Turn TF32 off for convolutions and matmuls, so fp32 on the GPU can be compared with the CPU.
 
