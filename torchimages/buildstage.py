@@ -18,9 +18,10 @@ from .engine import BuildOutcome, Engine, failure_hint, short_error
 from .errors import UserError
 from .events import EventSink
 from .progress import LogFiles
-from .report import ImageRecord, Report, logs_path, report_path
+from .report import ImageRecord, Report
 from .sizes import FloorMeter
 from .specs import Plan
+from .workspace import Workspace
 
 if TYPE_CHECKING:
     from .publish import Credentials
@@ -47,11 +48,11 @@ class BuildOptions:
 
     @property
     def report_path(self) -> Path:
-        return report_path(self.release, self.report)
+        return Workspace.report(self.release, self.report)
 
     @property
     def logs_dir(self) -> Path:
-        return logs_path(self.release, self.logs)
+        return Workspace.logs(self.release, self.logs)
 
     def pulling_as(self, repository: str, credentials: Credentials | None) -> BuildOptions:
         """These options with cache sources on `repository`'s registry pulled as `credentials` (other registries get

@@ -10,24 +10,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.markup import escape
 
 from . import grammar
 from . import matrix as matrix_stage
 from . import selfcheck as selfcheck_stage
 from .buildinputs import BuildInputs
 from .consoles import err, out
-from .errors import UserError, visible
-from .lock import LockFile, lock_path
+from .errors import UserError
+from .lock import LockFile
 from .lock import stale as stale_pins
 from .manifest import MAX_TAG
 from .matrix import FLAVORS, VARIANTS
 from .settings import ROOT_ENV, SETTINGS, is_checkout
-from .specs import Plan, image_tag, release_problem, resolve
+from .specs import Plan, image_tag, pushed_release, release_problem, resolve
+from .workspace import Workspace
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from .budget import Budget
     from .buildcache import CacheSources
     from .buildjobs import Selection
@@ -45,16 +43,6 @@ def matrix_option(function: Callable[..., None]) -> Callable[..., None]:
                             show_default=True, envvar="TORCHIMAGES_MATRIX",
                             help="The matrix file (TORCHIMAGES_MATRIX: the entries one runner releases).")(function)
     return max_images_option(function)
-
-
-def images_folder(matrix_path: Path, given: Path | None) -> Path:
-    """Where a matrix's contexts are rendered: images/ for matrix.yaml, images/<name>/ for any other matrix, so
-    another matrix never replaces the committed renders."""
-    if given is not None:
-        return given
-    if matrix_path.resolve() == Path("matrix.yaml").resolve():
-        return Path("images")
-    return Path("images") / matrix_path.stem
 
 
 def images_option(flag: str, name: str, help_text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -102,7 +90,7 @@ def load_plan(path: Path, quiet: bool = False) -> Plan:
     release = context.params.get("release") if context else None
     if isinstance(release, str):
         check_tag_lengths(plan, release, "--tag")
-    lock = LockFile.load(lock_path(path))
+    lock = LockFile.load(Workspace(path).lock)
     if not quiet:
         for spec in plan.specs:
             for warning in spec.warnings:
@@ -134,6 +122,16 @@ def selection_from(values: dict) -> Selection:
 plain_option = click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view (every stage).")
 logs_option = click.option("--logs", type=click.Path(path_type=Path),
                            help="Folder of per-image logs: IMAGE.log, IMAGE.smoke.log, IMAGE.push.log [logs/RELEASE].")
+require_gpu_option = click.option("--require-gpu", is_flag=True,
+                                  help="Smoke suite: fail, instead of skip, the GPU checks when no GPU is present.")
+
+
+def report_option(*, exists: bool = False) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """--report: the run's report (every stage adds to it); `exists`: a command that only reads it."""
+    return click.option("--report", type=click.Path(path_type=Path, exists=exists, dir_okay=False),
+                        help="The run's report JSON [reports/RELEASE/build-report.json].")
+
+
 jobs_option = click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16),
                            help="Images built at a time (a variant after its base); the main job runs that many smoke "
                                 "suites at a time too.")
@@ -150,7 +148,7 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
                      envvar="TORCHIMAGES_BUILDER",
                      help="classic: the Docker SDK; buildkit: BuildKit through a docker CLI (buildx, or a 20.10 client)."),
         plain_option,
-        click.option("--report", type=click.Path(path_type=Path), help="Report JSON path [reports/RELEASE/build-report.json]."),
+        report_option(),
         logs_option,
         click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False), envvar="TORCHIMAGES_WHEELHOUSE",
                      help="Local wheels for pip."),
@@ -164,7 +162,7 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
                      help="Extra CA bundle trusted during builds."),
         click.option("--base-image", envvar="TORCHIMAGES_BASE_IMAGE",
                      help="Build the base images FROM this image (a mirrored or locally made base)."),
-        click.option("--require-gpu", is_flag=True, help="Smoke suite: fail, instead of skip, GPU checks without a GPU."),
+        require_gpu_option,
         click.option("--previous", "previous_manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True),
                      envvar="TORCHIMAGES_PREVIOUS",
                      help="The previous release's manifest: each image may grow at most --max-growth over it."),
@@ -218,11 +216,11 @@ def push_options_from(plan: Plan, values: dict, release: str | None = None) -> P
     from .publishstage import PushOptions
 
     candidate = values.get("candidate")
-    if candidate is not None and (not release or release_problem(f"{release}-{candidate}") or not candidate):
+    if candidate is not None and (not release or not candidate or release_problem(pushed_release(release, candidate))):
         raise UserError(f"--candidate {candidate!r} does not make a valid tag after {release}-: use letters, digits, "
                         "'.', '_' and '-', e.g. rc.42")
     if candidate is not None and release:
-        check_tag_lengths(plan, f"{release}-{candidate}", "--candidate")
+        check_tag_lengths(plan, pushed_release(release, candidate), "--candidate")
     return PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
                        password_env=values["password_env"], password_stdin=values["password_stdin"],
                        registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"],
@@ -290,7 +288,7 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
     if not release:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
     plan = load_plan(matrix_path)
-    images_dir = images_folder(matrix_path, images_dir)
+    images_dir = Workspace(matrix_path).images(images_dir)
     options = build_options_from(release, images_dir, values, repository=str(values["push_registry"] or plan.registry))
     if values["push"]:
         push_options_from(plan, values, release).check()  # before a long build, not after it
@@ -314,7 +312,7 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
     from . import render as render_stage
 
     plan = load_plan(matrix_path)
-    images_dir = images_folder(matrix_path, images_dir)
+    images_dir = Workspace(matrix_path).images(images_dir)
     options = build_options_from(release, images_dir, values, repository=str(values["push_registry"] or plan.registry))
     if dry_run:
         release_stages.print_plan(plan, options)
@@ -335,7 +333,7 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
 @main.command()
 @matrix_option
 @tag_option("Release tag of the tested images, e.g. v2.7.", required=True)
-@click.option("--report", type=click.Path(path_type=Path, exists=True), help="Report of the run [reports/RELEASE/build-report.json].")
+@report_option(exists=True)
 @push_options
 @plain_option
 @logs_option
@@ -344,10 +342,10 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
     from . import release as release_stages
     from .engine import Engine
     from .publishstage import push_report
-    from .report import Report, logs_path
+    from .report import Report
 
     plan = load_plan(matrix_path, quiet=True)
-    path = report or Path("reports") / release / "build-report.json"
+    path = Workspace.report(release, report)
     if not path.exists():
         raise UserError(f"no report at {path}: run build and test first, or pass --report")
     run_report = Report.load(path)
@@ -356,7 +354,7 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
                         f"{run_report.release}, or give --report the report of {release}")
     options = push_options_from(plan, values, release)
     credentials = options.credentials()
-    with release_stages.shown(plain, logs_path(release, logs)) as (emit, _):
+    with release_stages.shown(plain, Workspace.logs(release, logs)) as (emit, _):
         ok, written = push_report(Engine().api, run_report, options, emit, credentials, report_path=path)
     err.print(written)
     run_report.write(path)
@@ -374,40 +372,15 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
 def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool, logs: Path | None,
             **values: object) -> None:
     """Point every release tag at its tested candidate's digest (manifest PUT), only when every image passed."""
-    from . import manifest, publish
-    from . import promote as promotion
+    from . import promotestage
     from . import release as release_stages
-    from .registry import split_reference
-    from .report import logs_path
 
     plan = load_plan(matrix_path, quiet=True)
     options = push_options_from(plan, values)
-    candidates = manifest.read(candidates_path)
-    if candidates.release != release or candidates.repository != options.repository:
-        raise UserError(f"{candidates_path} is release {candidates.release} in {candidates.repository}, "
-                        f"not {release} in {options.repository}")
-    release_path = options.manifest_path or Path("releases") / f"{release}.json"
-    manifest.check_writable(release_path)  # every check before the first tag is written
-    manifest.sbom_contents(candidates)
-    registry = publish.registry_client(split_reference(options.repository)[0], options.credentials(), options.registry_ca)
-    expected = [name for spec in plan.specs for name in spec.image_names()]
-    try:
-        promotions = promotion.plan(candidates, expected)
-        with release_stages.shown(plain, logs_path(release, logs)) as (emit, _):
-            promoter = promotion.Promoter(registry, options.repository, emit, force=options.force)
-            promoter.check(promotions)
-            promoter.promote(promotions)
-    except promotion.PromotionRefused as refused:
-        err.print(f"[bold red]not promoted[/]: {escape(visible(str(refused)))}", markup=True)
-        sys.exit(1)
-    failed = [p for p in promotions if p.state == "failed"]
-    if failed:
-        err.print(f"[bold red]promotion incomplete[/]: {len(failed)} of {len(promotions)} release tags not written "
-                  f"({escape(visible(failed[0].error or ''))}); run the same command again to finish", markup=True)
-        sys.exit(1)
-    json_path, markdown_path = manifest.write(promotion.release_manifest(candidates, promotions), release_path)
-    out.print(f"promoted {len(promotions)} images of {release} from {candidates.candidate}; release manifest: "
-              f"{json_path} ({markdown_path.name})")
+    candidates, release_path = promotestage.checked_candidates(candidates_path, release, options)
+    with release_stages.shown(plain, Workspace.logs(release, logs)) as (emit, _):
+        code = promotestage.run(plan, candidates, release_path, options, emit)
+    sys.exit(code)
 
 
 @main.command(name="diff")
@@ -444,8 +417,8 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 @matrix_option
 @tag_option("Release tag of the built images, e.g. v2.7.", required=True)
 @selection_options
-@click.option("--require-gpu", is_flag=True, help="Fail, instead of skip, the GPU checks when no GPU is given.")
-@click.option("--report", type=click.Path(path_type=Path), help="Report JSON to add results to [reports/RELEASE/build-report.json].")
+@require_gpu_option
+@report_option()
 @click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16),
               help="Images whose suites run at a time, each in containers of its own.")
 @plain_option
@@ -456,17 +429,16 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
     from . import buildjobs, smokestage
     from . import release as release_stages
     from .engine import Engine
-    from .report import logs_path, report_path
 
     plan = load_plan(matrix_path, quiet=True)
     selection = selection_from(values)
     # Only the images named: a variant's base, brought along for a build, is not tested unless named too.
-    targets = [job for job in buildjobs.select(plan, release, images_folder(matrix_path, None), selection)
+    targets = [job for job in buildjobs.select(plan, release, Workspace(matrix_path).images(), selection)
                if selection.matches(job.image)]
-    path = report_path(release, report)
+    path = Workspace.report(release, report)
     results_report = smokestage.load_report(path, release, plan.file)
     release_stages.smoke(Engine(), release_stages.targets_of(targets), results_report, require_gpu=require_gpu,
-                         plain=plain, logs=logs_path(release, logs), jobs=jobs)
+                         plain=plain, logs=Workspace.logs(release, logs), jobs=jobs)
     sys.exit(release_stages.finish(results_report, path))
 
 
@@ -477,50 +449,26 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
 @click.option("--local", is_flag=True, help="Measure this host's own Python instead of images.")
 @click.option("--seconds", default=2.0, show_default=True, help="Measuring time per case.")
 @click.option("--min-amp-speedup", type=float, help="Exit 1 unless AMP fp16 is at least this many times faster.")
-@click.option("--report", type=click.Path(path_type=Path), help="Report JSON to add results to [reports/RELEASE/build-report.json].")
+@report_option()
 def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ...], local: bool, seconds: float,
                   min_amp_speedup: float | None, report: Path | None) -> None:
     """Training throughput: cudnn.benchmark off/on, fp32 vs AMP fp16/bf16, TF32 off/on."""
-    from . import bench, buildjobs, smokestage
-    from .buildjobs import Selection
-    from .report import report_path
+    from . import bench, benchstage
 
     if local:
         results = {"local": bench.local(seconds)}
+    elif not release:
+        raise click.UsageError("--tag is required (or --local)")
     else:
-        if not release:
-            raise click.UsageError("--tag is required (or --local)")
         plan = load_plan(matrix_path, quiet=True)
-        selection = Selection(only=only, variants=() if only else ("base",))
-        runner = bench.runner()
-        results = {}
-        for job in buildjobs.select(plan, release, images_folder(matrix_path, None), selection):
-            results[job.image] = bench.in_image(runner, job.tag, seconds)
-        path = report_path(release, report)
-        run_report = smokestage.load_report(path, release, plan.file)
-        for record in run_report.images:
-            if record.image in results:
-                record.bench = results[record.image]
-        run_report.write(path)
-    gate_failures, errors = [], []
-    for name, result in results.items():
-        if "error" in result:  # the other images' results still print
-            errors.append(f"{name}: {result['error']}")
-            continue
-        out.print(bench.table(name, result))
-        if min_amp_speedup is not None and (problem := bench.amp_gate(result, min_amp_speedup)):
-            gate_failures.append(problem)
-    for problem in errors:
-        err.print(f"[bold red]bench failed[/]: {escape(problem)}", markup=True)
-    for problem in gate_failures:
-        err.print(f"[bold red]gate failed[/]: {escape(problem)}", markup=True)
-    sys.exit(1 if gate_failures or errors else 0)
+        results = benchstage.in_images(plan, release, Workspace(matrix_path), only=only, seconds=seconds, report=report)
+    sys.exit(benchstage.shown(results, min_amp_speedup))
 
 
 @main.command()
 @click.option("--python", "python", default=sys.executable, show_default=True,
               help="The interpreter that has torch; pytest runs in this one.")
-@click.option("--require-gpu", is_flag=True, help="Fail, instead of skip, the GPU checks when no GPU is present.")
+@require_gpu_option
 def selfcheck(python: str, require_gpu: bool) -> None:
     """The suite's GPU and compute checks against this host's torch (a GPU machine without Docker)."""
     sys.exit(selfcheck_stage.main(["--python", python, *(["--require-gpu"] if require_gpu else [])]))
@@ -544,27 +492,14 @@ def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: 
     """Write each image's build context (Dockerfile plus the files it copies)."""
     from . import render as render_stage
 
-    out_dir = images_folder(matrix_path, out_dir)
+    out_dir = Workspace(matrix_path).images(out_dir)
     release = release or render_stage.rendered_release(out_dir)
     if not release:
         raise click.UsageError("--tag is required, e.g. --tag v2.7")
     plan = load_plan(matrix_path, quiet=check)
     if check:
-        stale = render_stage.stale_paths(plan, release, out_dir)
-        lock = LockFile.load(lock_path(matrix_path))
-        unpinned = stale_pins(plan, lock) if lock.pins else []
-        for problem in unpinned:
-            err.print(f"{problem}: run python build.py lock")
-        if unpinned and not stale:
-            sys.exit(1)
-        if stale:
-            err.print(f"{out_dir} is stale for release {release} ({len(stale)} files differ); "
-                      f"run: python build.py render --tag {release}")
-            for path in stale[:20]:
-                err.print(f"  {path}")
-            sys.exit(1)
-        out.print(f"{out_dir} is up to date for release {release}")
-        return
+        lock = LockFile.load(Workspace(matrix_path).lock)
+        sys.exit(render_stage.check_current(plan, release, out_dir, stale_pins(plan, lock) if lock.pins else []))
     written = render_stage.write(plan, release, out_dir)
     contexts = {path.parent for path in written}
     out.print(f"rendered {len(contexts)} build contexts ({len(written)} Dockerfiles: classic, and BuildKit where a stage "
@@ -613,7 +548,7 @@ def lock_command(matrix_path: Path, refresh: bool) -> None:
     from . import lock
 
     plan = load_plan(matrix_path, quiet=True)
-    lock_file = LockFile.load(lock_path(matrix_path))
+    lock_file = LockFile.load(Workspace(matrix_path).lock)
     changes = lock.update(plan, lock_file, lock.registry_resolver(), refresh=refresh)
     for change in changes:
         out.print(change.line())
@@ -630,44 +565,19 @@ def lock_command(matrix_path: Path, refresh: bool) -> None:
               help="One row per image, or per matrix entry (its base image with its variants).")
 def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str) -> None:
     """List the expanded images: name, variant, tag, flavor and versions."""
+    from . import listing
     from . import render as render_stage
 
     plan = load_plan(matrix_path, quiet=fmt != "table")
-    release = release or render_stage.rendered_release(images_folder(matrix_path, None)) or "dev"
-    rows = image_rows(plan, release)
-    if per == "entry":
-        rows = [{**row, "images": [r["image"] for r in rows if r["entry"] == row["entry"]]}
-                for row in rows if row["variant"] == "base"]
+    workspace = Workspace(matrix_path)
+    release = release or render_stage.rendered_release(workspace.images()) or "dev"
+    rows = listing.image_rows(plan, release, workspace, per=per)
     if fmt == "github":
         click.echo(json.dumps({"include": rows}, separators=(",", ":")))
     elif fmt == "json":
         click.echo(json.dumps(rows, indent=2))
     else:
-        out.print(rows_table(rows))
-
-
-def image_rows(plan: Plan, release: str) -> list[dict[str, str | None]]:
-    """One row per image (bases and variants), in build order."""
-    rows = []
-    for spec in plan.specs:
-        for variant, image in spec.images():
-            rows.append({
-                "image": image, "entry": spec.name, "variant": variant, "tag": plan.tag(release, image),
-                "flavor": spec.flavor, **spec.versions(), "base_image": spec.base_image, "context": f"images/{image}",
-            })
-    return rows
-
-
-def rows_table(rows: list[dict[str, str | None]]) -> Table:
-    from rich.table import Table
-
-    table = Table(show_lines=False)
-    for column in ("image", "variant", "flavor", "torch", "cuda", "cudnn", "nccl", "python", "tag"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*(str(row[c] or "-") for c in ("image", "variant", "flavor", "torch", "cuda", "cudnn",
-                                                       "nccl", "python", "tag")))
-    return table
+        out.print(listing.rows_table(rows))
 
 
 def run() -> None:

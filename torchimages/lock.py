@@ -81,11 +81,6 @@ class LockFile:
         return {tag: pin.digest for tag, pin in self.pins.items()}
 
 
-def lock_path(matrix_path: Path) -> Path:
-    """matrix.yaml -> matrix.lock, beside it."""
-    return matrix_path.with_suffix(".lock")
-
-
 def base_tags(plan: Plan) -> list[str]:
     """Every base image the matrix names by tag (one already given by digest needs no pin)."""
     return sorted({spec.base_image for spec in plan.specs if "@" not in spec.base_image})

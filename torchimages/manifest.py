@@ -20,7 +20,7 @@ from . import grammar
 from .checkedjson import Fields, contained, digest_problem, load, relative_path_problem, sha256_problem
 from .errors import UserError, visible
 from .matrix import VARIANTS
-from .specs import NAME, REGISTRY, image_tag, release_problem
+from .specs import NAME, REGISTRY, image_tag, pushed_release, release_problem
 
 MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
@@ -118,7 +118,7 @@ class ReleaseManifest:
 
     def pushed_tag(self, image: str) -> str:
         """The tag an image is under in this manifest: its candidate tag, or its release tag."""
-        return image_tag(f"{self.release}-{self.candidate}" if self.candidate else self.release, image)
+        return image_tag(pushed_release(self.release, self.candidate), image)
 
     def release_tag(self, image: str) -> str:
         return image_tag(self.release, image)
@@ -162,7 +162,7 @@ def read(path: Path) -> ReleaseManifest:
                                candidate=top.text("candidate", tag_part_problem, optional=True),
                                promoted_from=top.text("promoted_from", tag_part_problem, optional=True),
                                repository=top.required_text("repository", repository_problem), images=())
-    if manifest.candidate and len(f"{manifest.release}-{manifest.candidate}") > MAX_TAG:
+    if manifest.candidate and len(pushed_release(manifest.release, manifest.candidate)) > MAX_TAG:
         top.refuse("candidate", f"release and candidate make a tag longer than {MAX_TAG} characters")
     images = [read_image(Fields(str(path), data, where, allowed=IMAGE_FIELDS), manifest, path.parent)
               for where, data in top.objects("images")]

@@ -28,7 +28,7 @@ from .events import EventSink, Kind, StageEvent, ignore
 from .manifest import ManifestImage, ReleaseManifest, SbomFile, SmokeCounts
 from .registry import RegistryClient, split_reference
 from .report import ImageRecord, PushStage, Report
-from .specs import image_tag
+from .specs import image_tag, pushed_release
 
 T = TypeVar("T")
 TRANSIENT = ("connection refused", "connection reset", "timeout", "eof", "502", "503", "504", "blob upload unknown",
@@ -94,7 +94,7 @@ class Publisher:
         for record in report.images:
             self.emit(StageEvent(record.image, "queued", stage="push"))
         for record in report.images:
-            tag = image_tag(f"{report.release}-{self.candidate}" if self.candidate else report.release, record.image)
+            tag = image_tag(pushed_release(report.release, self.candidate), record.image)
             reference = f"{self.repository}:{tag}"
             if not record.smoke_passed:
                 outcome = PushOutcome(record.image, reference, error="not pushed: its smoke suite did not pass in this run")

@@ -14,7 +14,8 @@ from . import grammar, manifest, publish
 from .errors import UserError
 from .events import EventSink, StageEvent
 from .report import ImageRecord, Report
-from .specs import REGISTRY
+from .specs import REGISTRY, pushed_release
+from .workspace import Workspace
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,8 @@ def push_report(api: docker.APIClient, report: Report, options: PushOptions, emi
     was written."""
     publisher = publish.Publisher(api, options.repository, credentials=credentials, ca=options.registry_ca,
                                   force=options.force, emit=emit, candidate=options.candidate)
-    name = f"{report.release}-{options.candidate}" if options.candidate else report.release
-    path = options.manifest_path or Path("releases") / f"{name}.json"
+    name = pushed_release(report.release, options.candidate)
+    path = Workspace.release_manifest(name, options.manifest_path)
     manifest.check_writable(path)  # before the first push, not after the last
     publisher.check_login()
     outcomes = publisher.publish(report)

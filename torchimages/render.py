@@ -15,6 +15,7 @@ from pathlib import Path
 
 import jinja2
 
+from . import consoles
 from .errors import UserError
 from .settings import SETTINGS, Settings
 from .specs import ImageSpec, Plan
@@ -242,3 +243,20 @@ def rendered_release(out: Path) -> str | None:
 def stale_paths(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) -> list[str]:
     """Paths under `out` that differ from a fresh render (missing, extra or changed); compared in memory."""
     return differences(rendered_files(plan, release, settings), out)
+
+
+def check_current(plan: Plan, release: str, folder: Path, unpinned: list[str]) -> int:
+    """`render --check`: print what is stale (the contexts, and the base tags the lock does not pin as the
+    matrix names them: `unpinned`); the exit code (1: something is stale)."""
+    stale = stale_paths(plan, release, folder)
+    for problem in unpinned:
+        consoles.err.print(f"{problem}: run python build.py lock")
+    if stale:
+        consoles.err.print(f"{folder} is stale for release {release} ({len(stale)} files differ); "
+                  f"run: python build.py render --tag {release}")
+        for path in stale[:20]:
+            consoles.err.print(f"  {path}")
+    if stale or unpinned:
+        return 1
+    consoles.out.print(f"{folder} is up to date for release {release}")
+    return 0

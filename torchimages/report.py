@@ -13,11 +13,6 @@ from rich.table import Table
 from .errors import UserError, visible
 
 
-def report_path(release: str, given: Path | None = None) -> Path:
-    """Where a release's report goes unless --report says otherwise."""
-    return given or Path("reports") / release / "build-report.json"
-
-
 @dataclass
 class SmokeStage:
     """The smoke suite's result for one image, as the report keeps it."""
@@ -215,11 +210,6 @@ def tier_cell(counts: dict[str, int] | None) -> str:
     if not counts or not any(counts.values()):
         return "-"
     return f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
-
-
-def logs_path(release: str, given: Path | None = None) -> Path:
-    """Where a release's per-image logs go: --logs, else logs/RELEASE."""
-    return given or Path("logs") / release
 
 
 def atomic_write(path: Path, text: str) -> None:

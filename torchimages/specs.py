@@ -97,6 +97,12 @@ def image_tag(release: str, image_name: str) -> str:
     return f"{release}-{image_name}"
 
 
+def pushed_release(release: str, candidate: str | None) -> str:
+    """What a release's images are pushed under: RELEASE, or RELEASE-CANDIDATE for candidates, whose tags
+    `promote` makes release tags."""
+    return f"{release}-{candidate}" if candidate else release
+
+
 def resolve(matrix: Matrix, data: CompatData | None = None) -> Plan:
     """Check every entry against the compatibility data; raise one UserError listing all problems."""
     data = data or compat.load()

@@ -60,6 +60,19 @@ def test_matrix_table_and_json() -> None:
     assert table.returncode == 0 and "torch2.13.0-cpu-py3.11-jupyter" in table.stdout
     rows = json.loads(run_cli("matrix", "--format", "json").stdout)
     assert rows[-1]["image"] == "torch2.13.0-cpu-py3.11-ssh" and rows[-1]["flavor"] == "cpu"
+    assert rows[-1]["context"] == "images/torch2.13.0-cpu-py3.11-ssh"
+
+
+def test_another_matrix_names_the_folder_its_contexts_are_rendered_into(tmp_path: Path) -> None:
+    nightly = tmp_path / "nightly.yaml"
+    nightly.write_text((Path(__file__).parents[2] / "matrix.yaml").read_text())
+    rows = json.loads(run_cli("matrix", "--format", "json", "--tag", "v1", "--matrix", str(nightly)).stdout)
+    assert {row["context"] for row in rows} == {f"images/nightly/{row['image']}" for row in rows}
+    out = tmp_path / "work"
+    out.mkdir()
+    rendered = run_cli("render", "--tag", "v1", "--matrix", str(nightly), cwd=out)
+    assert rendered.returncode == 0, rendered.stderr
+    assert {path.name for path in (out / "images" / "nightly").iterdir() if path.is_dir()} == {row["image"] for row in rows}
 
 
 def test_main_command_dry_run_lists_the_whole_matrix_without_an_engine() -> None:

@@ -1,0 +1,48 @@
+"""The bench stage over a plan: the benchmark in each chosen image (or this host's Python), its results added to
+the release's report, each table printed, and the AMP speed gate; torchimages.bench measures one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from . import bench, buildjobs, smokestage
+from .buildjobs import Selection
+from .consoles import err, out
+from .specs import Plan
+from .workspace import Workspace
+
+
+def in_images(plan: Plan, release: str, workspace: Workspace, *, only: tuple[str, ...], seconds: float,
+              report: Path | None) -> dict[str, dict[str, Any]]:
+    """The benchmark in each image named by `only` (default: the base images), recorded in the release's report."""
+    selection = Selection(only=only, variants=() if only else ("base",))
+    runner = bench.runner()
+    results = {job.image: bench.in_image(runner, job.tag, seconds)
+               for job in buildjobs.select(plan, release, workspace.images(), selection)}
+    path = Workspace.report(release, report)
+    run_report = smokestage.load_report(path, release, plan.file)
+    for record in run_report.images:
+        if record.image in results:
+            record.bench = results[record.image]
+    run_report.write(path)
+    return results
+
+
+def shown(results: dict[str, dict[str, Any]], min_amp_speedup: float | None) -> int:
+    """Print each result's table, then the failures and the gate's; the exit code (1: a failure or the gate)."""
+    gate_failures, errors = [], []
+    for name, result in results.items():
+        if "error" in result:  # the other images' results still print
+            errors.append(f"{name}: {result['error']}")
+            continue
+        out.print(bench.table(name, result))
+        if min_amp_speedup is not None and (problem := bench.amp_gate(result, min_amp_speedup)):
+            gate_failures.append(problem)
+    for problem in errors:
+        err.print(f"[bold red]bench failed[/]: {escape(problem)}", markup=True)
+    for problem in gate_failures:
+        err.print(f"[bold red]gate failed[/]: {escape(problem)}", markup=True)
+    return 1 if gate_failures or errors else 0
