@@ -97,9 +97,7 @@ class BuildRunner:
         self.builder: Builder = builder or engine  # the engine's own (SDK) build is the classic builder
         self.cache, self.registry_auth = cache or CacheSources(), registry_auth
         self.cancel = threading.Event()
-        self.seconds: dict[str, float] = {}
-        self.digests: dict[str, str | None] = {}  # image -> content digest (torchimages.buildcache)
-        self.reused: dict[str, str] = {}  # image -> the previous release's image it was stamped from
+        self._digests: dict[str, str | None] = {}  # image -> content digest: a variant's parent is its base's
         self._pulls: dict[str, str | None] = {}  # reference -> why it could not be pulled, or None
         self._pull_lock = threading.Lock()
 
@@ -160,18 +158,19 @@ class BuildRunner:
             self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc")
             base_arg = (self.inputs.base_image if job.variant == "base" else job.base_image) or None
             buildargs = self.inputs.buildargs(base_image=base_arg)
-            digest = self.digests[job.image] = self._content_digest(job, context, buildargs)
+            digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
             labels = {CONTENT_LABEL: digest} if digest else None
             previous = None if self.engine.no_cache else self.cache.reusable(job.image, digest)
-            if previous and self._pulled(job.image, previous) and self._labelled(job.image, previous, digest):
-                self.reused[job.image] = previous
+            reused = previous and self._pulled(job.image, previous) and self._labelled(job.image, previous, digest)
+            if reused:
                 outcome = self._stamp(job, previous, context, Path(tmp) / "stamp", labels)
             else:
                 sources = [] if self.engine.no_cache else self.cache.layer_sources(job.image)
                 outcome = self.builder.build(job.image, context, job.tag, buildargs=buildargs, emit=self.emit,
                                              cancel=self.cancel, labels=labels,
                                              cache_from=[ref for ref in sources if self._pulled(job.image, ref)])
-        self.seconds[job.image] = time.monotonic() - started
+        outcome.seconds, outcome.content_digest = time.monotonic() - started, digest
+        outcome.reused = previous if reused else None
         if self.cancel.is_set() and not outcome.ok:
             outcome.cancelled = True
         kind = "built" if outcome.ok else "cancelled" if outcome.cancelled or self.cancel.is_set() else "failed"
@@ -181,7 +180,7 @@ class BuildRunner:
     def _content_digest(self, job: BuildJob, context: Path, buildargs: dict[str, str]) -> str | None:
         """The build's content digest; None when its FROM image is not known here (its build then fails anyway)."""
         if job.depends_on:
-            parent = self.digests.get(job.depends_on)
+            parent = self._digests.get(job.depends_on)
         else:
             dockerfile = (context / "Dockerfile").read_text(encoding="utf-8")
             reference = buildargs.get("BASE_IMAGE") or buildcache.from_default(dockerfile)

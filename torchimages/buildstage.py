@@ -92,12 +92,12 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
                          registry_auth=options.registry_auth, builder=builder)
     with stop_on_sigterm(runner):
         outcomes = runner.run(jobs)
-    report = make_report(plan, options, jobs, outcomes=outcomes, seconds=runner.seconds, engine=engine, logs=logs)
+    report = make_report(plan, options, jobs, outcomes=outcomes, engine=engine, logs=logs)
     built_by = builder.describe()
     for record in report.images:
-        record.content_digest = runner.digests.get(record.image)
-        record.reused = runner.reused.get(record.image)
-        record.builder = built_by if record.image in runner.seconds else None
+        outcome = outcomes[record.image]
+        record.content_digest, record.reused = outcome.content_digest, outcome.reused
+        record.builder = built_by if outcome.seconds is not None else None
     return report
 
 
@@ -125,7 +125,7 @@ def stop_on_sigterm(runner: BuildRunner) -> Iterator[None]:
 
 
 def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outcomes: dict[str, BuildOutcome],
-                seconds: dict[str, float], engine: Engine, logs: LogFiles) -> Report:
+                engine: Engine, logs: LogFiles) -> Report:
     report = Report(release=options.release, matrix=plan.file)
     meter = FloorMeter(engine.api, known=known_floors(options.report_path))
     for job in jobs:
@@ -133,9 +133,9 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
         record = ImageRecord(
             image=job.image, entry=job.spec.name, variant=job.variant, tag=job.tag, result=result_of(outcome),
             versions=job.spec.versions(),
-            build_seconds=round(seconds[job.image], 1) if job.image in seconds else None,
+            build_seconds=None if outcome.seconds is None else round(outcome.seconds, 1),
             error=failure_message(job, outcome, logs) if outcome.error and not outcome.cancelled else None,
-            log=str(logs.path(job.image)) if job.image in seconds else None,
+            log=None if outcome.seconds is None else str(logs.path(job.image)),
         )
         if outcome.ok:
             info = engine.image_info(job.tag)
@@ -171,7 +171,7 @@ def result_of(outcome: BuildOutcome) -> str:
 
 def failure_message(job: BuildJob, outcome: BuildOutcome, logs: LogFiles) -> str:
     """One short message: image, step, error, the last 20 log lines, what to try."""
-    if (outcome.error or "").startswith("its base"):
+    if outcome.skipped:  # never started: the error names the base that was not built
         return outcome.error or ""
     tail = "\n".join(f"    | {line}" for line in outcome.log_tail[-20:])
     return (f"{job.image} failed at {shortened(outcome.step or 'the start')}\n  error: {short_error(outcome.error)}\n"

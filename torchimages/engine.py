@@ -55,6 +55,11 @@ class BuildOutcome:
     # were removed after a failure or a cancel.
     created: list[str] = field(default_factory=list)
     removed: int = 0
+    # What the build runner knows of the build (torchimages.buildjobs): set when the build ran, None when it never
+    # started: its seconds, its content digest (torchimages.buildcache), the previous release's image it reused.
+    seconds: float | None = None
+    content_digest: str | None = None
+    reused: str | None = None
     _reused: bool = field(default=False, init=False, repr=False)  # stream state: the current step reused the cache
 
     @property

@@ -61,6 +61,7 @@ class PushOutcome:
     error: str | None = None
     attempts: int = 0
     candidate: str | None = None
+    tried: bool = True  # False: not pushed, by the rules (a failed suite, over budget, its base not pushed)
 
     def stage(self) -> PushStage:
         return PushStage(reference=self.reference, digest=self.digest, size=self.size, pushed=self.pushed,
@@ -96,12 +97,8 @@ class Publisher:
         for record in report.images:
             tag = image_tag(pushed_release(report.release, self.candidate), record.image)
             reference = f"{self.repository}:{tag}"
-            if not record.smoke_passed:
-                outcome = PushOutcome(record.image, reference, error="not pushed: its smoke suite did not pass in this run")
-            elif not record.releasable:
-                outcome = PushOutcome(record.image, reference, error=f"not pushed: over its size budget: {record.over_budget}")
-            elif record.entry in failed_entries:
-                outcome = PushOutcome(record.image, reference, error=f"not pushed: its base {record.entry} was not pushed")
+            if why := not_pushed_because(record, failed_entries):
+                outcome = PushOutcome(record.image, reference, error=f"not pushed: {why}", tried=False)
             else:
                 self.emit(StageEvent(record.image, "started", reference, stage="push"))
                 outcome = self._publish_one(record, tag)
@@ -184,10 +181,21 @@ class Publisher:
         return digest, size
 
 
+def not_pushed_because(record: ImageRecord, failed_entries: set[str]) -> str | None:
+    """Why the rules keep an image from the registry: its suite failed, it is over budget, its base was not pushed."""
+    if not record.smoke_passed:
+        return "its smoke suite did not pass in this run"
+    if not record.releasable:
+        return f"over its size budget: {record.over_budget}"
+    if record.entry in failed_entries:
+        return f"its base {record.entry} was not pushed"
+    return None
+
+
 def end_of(outcome: PushOutcome) -> Kind:
     """The push event that ends an image: pushed, unchanged (the registry held it), skipped (not tried) or failed."""
     if outcome.error:
-        return "skipped" if outcome.error.startswith("not pushed") else "failed"
+        return "failed" if outcome.tried else "skipped"
     return "pushed" if outcome.pushed else "unchanged"
 
 

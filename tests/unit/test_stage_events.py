@@ -6,6 +6,7 @@ import io
 import re
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.console import Console
 from torchimages import publish, smokestage
 from torchimages.events import StageEvent
 from torchimages.progress import LiveProgress, LogFiles, PlainProgress, fan_out
-from torchimages.report import ImageRecord, Report
+from torchimages.report import ImageRecord, Report, SmokeStage
 from torchimages.smoke import Check, SmokeResult, Target
 
 PLAIN_LINE = re.compile(r"^\d\d:\d\d:\d\d \+\s*[\d.]+s (\S+) (.*)$")
@@ -116,7 +117,20 @@ def test_push_ends_name_what_happened() -> None:
     assert publish.end_of(publish.PushOutcome("i", "r:t", digest="sha256:1", pushed=True)) == "pushed"
     assert publish.end_of(publish.PushOutcome("i", "r:t", digest="sha256:1")) == "unchanged"
     assert publish.end_of(publish.PushOutcome("i", "r:t", error="refused: r:t already points at")) == "failed"
-    assert publish.end_of(publish.PushOutcome("i", "r:t", error="not pushed: its base x was not pushed")) == "skipped"
+    assert publish.end_of(publish.PushOutcome("i", "r:t", error="not pushed: its base x was not pushed",
+                                              tried=False)) == "skipped"
+    # what decides is whether the push was tried, not the error's words
+    assert publish.end_of(publish.PushOutcome("i", "r:t", error="not pushed: the registry said 500")) == "failed"
+
+
+def test_the_rules_that_keep_an_image_from_the_registry() -> None:
+    passed = ImageRecord("img", "entry", "base", "t", "built", {}, smoke=SmokeStage(1, 0, 0, 0, 1.0, 0, {}, None))
+    assert publish.not_pushed_because(passed, set()) is None
+    assert publish.not_pushed_because(passed, {"entry"}) == "its base entry was not pushed"
+    failed = replace(passed, smoke=SmokeStage(0, 1, 0, 0, 1.0, 0, {}, None))
+    assert publish.not_pushed_because(failed, set()) == "its smoke suite did not pass in this run"
+    over = replace(passed, over_budget="grew 9% over v1")
+    assert publish.not_pushed_because(over, set()) == "over its size budget: grew 9% over v1"
 
 
 class SlowRunner(RecordedRunner):
