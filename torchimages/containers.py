@@ -74,9 +74,10 @@ class Containers:
         return container
 
     def run_once(self, image: str, *, command: list[str] | None = None, entrypoint: list[str] | None = None,
-                 timeout: int = 300, stderr: bool = True) -> tuple[int, str]:
+                 timeout: int = 300, stderr: bool = True, user: str | None = None) -> tuple[int, str]:
         """Run a command to its end in a fresh container (no GPU request): its exit code and output."""
-        container = self.api.create_container(image, command=command, entrypoint=entrypoint, labels=LABEL)["Id"]
+        container = self.api.create_container(image, command=command, entrypoint=entrypoint, labels=LABEL,
+                                              user=user)["Id"]
         try:
             self.api.start(container)
             code = self.api.wait(container, timeout=timeout)["StatusCode"]

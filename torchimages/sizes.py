@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import docker
 import docker.errors
 
+from .containers import Containers
+
 # The folders a wheel image installs Python into (du counts hard links once).
 PYTHON_FOLDERS = ("/opt/venv", "/opt/python", "/etc/pip")
 MEASURE = ("dpkg-query -W -f='${Installed-Size}\\n' | awk '{s+=$1} END {printf \"%.0f\\n\", s*1024}'; "
@@ -40,15 +42,12 @@ class FloorMeter:
         return floor_bytes(base_size, base_dpkg, dpkg, python)
 
     def _measure(self, image: str) -> tuple[int, int]:
-        """(dpkg's installed bytes, bytes under PYTHON_FOLDERS) in a container of `image`."""
-        container = self.api.create_container(image, entrypoint=["/bin/sh", "-c"], command=[MEASURE], user="0")
-        try:
-            self.api.start(container)
-            if self.api.wait(container, timeout=300)["StatusCode"] != 0:
-                raise RuntimeError(self.api.logs(container).decode(errors="replace")[-300:])
-            return measured(self.api.logs(container, stderr=False).decode(errors="replace"))
-        finally:
-            self.api.remove_container(container, force=True)
+        """(dpkg's installed bytes, bytes under PYTHON_FOLDERS) in a container of `image`, run as root."""
+        code, output = Containers(self.api).run_once(image, entrypoint=["/bin/sh", "-c"], command=[MEASURE], user="0",
+                                                     stderr=False)
+        if code != 0:
+            raise RuntimeError(f"the measurement exited {code}: {output[-300:]}")
+        return measured(output)
 
 
 def floor_bytes(base_size: int, base_dpkg: int, dpkg: int, python: int) -> int:
