@@ -2,7 +2,7 @@
 
 A GPU host often has torch and nothing else, and no network. So this module imports neither the Docker SDK nor
 click nor rich: it needs pytest and pytest-testinfra in the interpreter that runs it (requirements-selfcheck.txt,
-carried as wheels; see the README) and torch in the one given with --python (by default the same one). The probes
+carried as wheels; see docs/smoke-suite.md) and torch in the one given with --python (by default the same one). The probes
 run in the torch interpreter; pytest runs in this one.
 """
 
@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
         missing = missing_test_tools()
         if missing:
             raise SelfcheckError(f"{sys.executable} lacks {', '.join(missing)}: install requirements-selfcheck.txt into "
-                                 "it (offline: from the wheels the README's GPU-host steps carry along)")
+                                 "it (offline: from the wheels the GPU-host steps of docs/smoke-suite.md carry along)")
         host = torch_facts(args.python)
     except SelfcheckError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Issue 13, item 5: `--cache-from previous` on a real registry. The session's tested CPU images are pushed as the
+"""`--cache-from previous` on a real registry. The session's tested CPU images are pushed as the
 previous release; the next release of the unchanged entry pulls them by digest and writes only its release stamp:
 the same layers and configuration, the new release's labels, no build step run again."""
 

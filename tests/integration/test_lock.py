@@ -1,4 +1,4 @@
-"""Issue 12, item 3: `build.py lock` against a real registry (distribution 2.8, TLS, htpasswd): push a base, lock it,
+"""`build.py lock` against a real registry (distribution 2.8, TLS, htpasswd): push a base, lock it,
 move the tag upstream, refresh; render pins what the lock holds; and the pinned FROM builds."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13, item 1: all-or-nothing releases on a real registry (distribution 2.8, TLS, htpasswd). The CPU images are
+"""All-or-nothing releases on a real registry (distribution 2.8, TLS, htpasswd). The CPU images are
 pushed under candidate tags; `promote` writes the release tags only when every image of the matrix passed, by
 manifest PUT (no layer moves), and a promotion cut short by a registry that dies is finished by running it again."""
 

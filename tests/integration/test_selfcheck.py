@@ -1,4 +1,4 @@
-"""Issue 16, item 1: the README's steps for a GPU host without Docker and without network, typed as written.
+"""The steps docs/smoke-suite.md gives for a GPU host without Docker and without network, typed as written.
 
 The "GPU host" here is a fresh interpreter that has torch (the CPU build, installed offline from the CI
 wheelhouse) and nothing else: no click, no Docker SDK, no rich, no pytest. Its GPU checks skip (or fail
@@ -34,7 +34,7 @@ def gpu_host(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     installed = run([str(python), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheelhouse),
                      f"torch=={torch}", "numpy"], timeout=900)
     assert installed.returncode == 0, installed.stderr[-3000:]
-    # On a machine with network, in the checkout (the README's first step; the Python version is the GPU host's):
+    # On a machine with network, in the checkout (the page's first step; the Python version is the GPU host's):
     wheels = subprocess.run(["bash", "scripts/make-selfcheck-wheels.sh", ".cache/selfcheck-wheels",
                              f"{sys.version_info.major}.{sys.version_info.minor}"], cwd=checkout, capture_output=True,
                             text=True, timeout=600, check=False, env={**os.environ, "PYTHON": sys.executable})
@@ -43,7 +43,7 @@ def gpu_host(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
 
 
 def on_gpu_host(host: dict[str, Path], command: str) -> subprocess.CompletedProcess[str]:
-    """A README line with `python3` being the GPU host's interpreter, typed in its checkout, with no network."""
+    """A line of docs/smoke-suite.md with `python3` being the GPU host's interpreter, typed in its checkout, with no network."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "VIRTUAL_ENV", "PYTHON"))}
     env["PATH"] = f"{host['python'].parent}:{env['PATH']}"
     line = command.replace("python3 ", f"{host['python']} ")
@@ -55,10 +55,10 @@ INSTALL = "python3 -m pip install --no-index --find-links .cache/selfcheck-wheel
 RUN = "PYTHONPATH=.selfcheck python3 build.py selfcheck"
 
 
-def test_the_readme_gives_these_steps() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_smoke_suite_page_gives_these_steps() -> None:
+    readme = (ROOT / "docs" / "smoke-suite.md").read_text()
     for line in (INSTALL, f"{RUN} --require-gpu", "bash scripts/make-selfcheck-wheels.sh .cache/selfcheck-wheels"):
-        assert line in readme, f"the README no longer gives: {line}"
+        assert line in readme, f"docs/smoke-suite.md no longer gives: {line}"
 
 
 def test_selfcheck_on_a_host_with_only_torch(gpu_host: dict[str, Path]) -> None:

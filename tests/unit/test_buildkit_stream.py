@@ -1,4 +1,4 @@
-"""Issue 14: the BuildKit backend. Which docker CLI can build with BuildKit, its plain progress read into the same build
+"""The BuildKit backend. Which docker CLI can build with BuildKit, its plain progress read into the same build
 events and one-message failures as the classic builder's, build arguments kept off the command line, and Ctrl-C.
 The streams below are what Debian's docker.io 20.10 client printed on this project's machines; the CLIs are small
 scripts that print them."""

@@ -1,4 +1,4 @@
-"""Issue 12, items 1 and 2, on recorded index pages (tests/data/indexes, made by its record.py): what the indexes say
+"""compat refresh on recorded index pages (tests/data/indexes, made by its record.py): what the indexes say
 about torch, how `compat refresh` writes it over the data, and the per-axis wheel check `validate` makes with it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13, item 5: an image's content digest covers everything its build reads except the release, so the next
+"""An image's content digest covers everything its build reads except the release, so the next
 release can reuse an unchanged image (build --cache-from previous) and must rebuild a changed one."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10, section 6: every matrix field and every CLI value, sent shell metacharacters, newlines, control
+"""Every matrix field and every CLI value, sent shell metacharacters, newlines, control
 characters, rich markup and path tricks, is refused with a message or rendered inert; never a traceback."""
 
 from __future__ import annotations

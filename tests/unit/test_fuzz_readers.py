@@ -1,4 +1,4 @@
-"""Issue 27, item 3: a fuzz test per reader of what the release path reads. A release manifest, a build report, the
+"""A fuzz test per reader of what the release path reads. A release manifest, a build report, the
 lock file and the extra compat rows, each a valid file with one value anywhere in it replaced by something hostile
 (shell and Markdown pieces, control characters, paths, wrong types, deep nesting), is read or refused with one
 UserError line naming the file; never another exception, never a value outside its grammar let through."""

@@ -1,4 +1,4 @@
-"""Issue 16, items 3 and 4: the GPU probes' decisions, run here without a GPU.
+"""The GPU probes' decisions, run here without a GPU.
 
 The arch rule and the fp32 switch are plain functions (tests/smoke/probes/gpucheck.py); the probe scripts
 themselves run against a stub `torch` package that answers as a GPU build on a given GPU would.

@@ -1,4 +1,4 @@
-"""Issue 12, item 3, the rules that need no registry: where a reference is served, what the lock pins and drops, what
+"""The lock's rules that need no registry: where a reference is served, what the lock pins and drops, what
 render writes for a pinned base, and when the lock is stale. tests/integration/test_lock.py resolves against a real
 registry."""
 

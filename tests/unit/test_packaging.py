@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -28,9 +29,17 @@ def test_the_run_time_requirements_hold_what_the_smoke_stage_runs() -> None:
     assert '[sys.executable, "-m", "pytest"' in smoke, "the smoke stage no longer runs pytest: revisit requirements.txt"
 
 
-def test_the_readme_layout_lists_every_module() -> None:
-    readme = (ROOT / "README.md").read_text()
-    layout = readme[readme.index("## Layout"):]
+def test_the_layout_page_lists_every_module() -> None:
+    layout = (ROOT / "docs" / "layout.md").read_text()
     modules = sorted(p.name for p in (ROOT / "torchimages").glob("*.py") if p.name != "__init__.py")
     missing = [name for name in modules if f"`torchimages/{name}`" not in layout and f"`{name}`" not in layout]
-    assert not missing, f"README's layout does not list: {missing}"
+    assert not missing, f"docs/layout.md does not list: {missing}"
+
+
+def test_the_readme_is_short_and_every_page_it_names_exists() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) < 200 and max(map(len, readme.splitlines())) < 160
+    pages = re.findall(r"\]\(((?:docs|tests)/[^)]+)\)", readme)
+    assert pages and all((ROOT / page).is_file() for page in pages), pages
+    assert "bash scripts/setup.sh && .venv/bin/python build.py --tag v2.7" in readme
+    assert ".venv/bin/python -m pytest\n" in readme

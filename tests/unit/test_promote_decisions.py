@@ -1,4 +1,4 @@
-"""Issue 27, item 3: promotion decided where it is decided, in `Promoter` and the `promote` command, against a local
+"""Promotion decided where it is decided, in `Promoter` and the `promote` command, against a local
 HTTPS server that speaks the registry's manifest API (GET by tag or digest, PUT by tag). The real registry's runs are
 in tests/integration/test_promote.py; here each decision is driven on its own: what is PUT, when nothing is, and the
 exit code."""

@@ -1,4 +1,4 @@
-"""Issue 13, item 1, the rules that need no registry: what a promotion needs, and the manifest it writes."""
+"""Promotion's rules that need no registry: what a promotion needs, and the manifest it writes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 27: scripts/release-assets.sh reads a downloaded release asset, so it is input. "There is no previous
+"""scripts/release-assets.sh reads a downloaded release asset, so it is input. "There is no previous
 release" (a note, exit 0) is told from "the download failed" (the job fails: a release built without its previous
 one silently loses its size budget and its reuse), and a tarball with a link, a device, an absolute path or '..'
 in it is refused before anything is extracted. GitHub is the gh stand-in of the workflow test

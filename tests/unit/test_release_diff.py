@@ -1,4 +1,4 @@
-"""Issue 13, item 3: `build.py diff OLD NEW` over two release manifests and their SBOMs (SPDX JSON as syft writes it:
+"""`build.py diff OLD NEW` over two release manifests and their SBOMs (SPDX JSON as syft writes it:
 each package with its package URL)."""
 
 from __future__ import annotations

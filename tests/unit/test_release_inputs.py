@@ -1,4 +1,4 @@
-"""Issue 27: what the release path reads after the matrix is input. A release manifest, a build report and the lock
+"""What the release path reads after the matrix is input. A release manifest, a build report and the lock
 file are read by typed readers that refuse a hostile or malformed file with one line (exit 2, no traceback), and the
 commands that read them write and send nothing before every check passed."""
 

@@ -1,4 +1,4 @@
-"""Issue 11, item 1: typed stage results on each image record, one definition of "passed", the JSON shape kept."""
+"""Typed stage results on each image record, one definition of "passed", the JSON shape kept."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 13, item 4: the size budget. An image may grow at most --max-growth over the same image of the previous
+"""The size budget. An image may grow at most --max-growth over the same image of the previous
 release unless its matrix entry states why; a variant may add only its budget over its base; an image over budget
 fails the release and is not pushed."""
 

@@ -1,4 +1,4 @@
-"""Issue 16, items 2 and 5: how the smoke runner asks for GPUs and reads them, and a suite that hangs.
+"""How the smoke runner asks for GPUs and reads them, and a suite that hangs.
 
 The engine's answers are recorded ones (a refused GPU request is what this machine's engine says; an
 nvidia-smi error is what a host with a broken driver says); the real engine's refusal is checked in

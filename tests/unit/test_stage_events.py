@@ -1,4 +1,4 @@
-"""Issue 11, item 4: build, smoke and push share one event stream, shown by the same plain and live views and logs."""
+"""Build, smoke and push share one event stream, shown by the same plain and live views and logs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 10, section 1: every matrix value that reaches a Dockerfile or a shell has a grammar, and what the grammar
+"""Every matrix value that reaches a Dockerfile or a shell has a grammar, and what the grammar
 lets through (a PEP 508 marker holds quotes, ';' and '$(') stays one shell word in instructions the template chose."""
 
 from __future__ import annotations
