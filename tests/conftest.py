@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.buildpy import ROOT
+
 SLOWEST = 25
 GB = 2**30
 

@@ -15,7 +15,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +24,12 @@ import pytest
 import requests
 import yaml
 
+from tests.buildpy import ROOT, build_py
 from torchimages import compat, matrix, specs
 from torchimages.containers import Containers
 from torchimages.settings import SETTINGS
 from torchimages.smoke import expected_of
 
-ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "torchimages/debian:bookworm-minbase"
 RELEASE = "it"
 CPU_GLOB = "torch*-cpu-py*"
@@ -124,10 +123,6 @@ def run_in(api: docker.APIClient, tag: str, command: list[str], *, must_succeed:
     status, output = Containers(api).run_once(tag, command=command, entrypoint=[], timeout=300)
     assert status == 0 or not must_succeed, f"{command} failed in {tag}: {output}"
     return status, output
-
-
-def build_py(*args: str, timeout: float = 1500, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run([sys.executable, str(ROOT / "build.py"), *args], timeout=timeout, env=env)
 
 
 @dataclass(frozen=True)

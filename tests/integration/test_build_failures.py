@@ -109,8 +109,7 @@ def test_failing_run_step(api: docker.APIClient, private_base: str, builder_way:
 
 def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
     env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
-    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "build", "--tag", "v2.7", "--only", "*cpu*"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60, env=env, check=False)
+    result = build_py("build", "--tag", "v2.7", "--only", "*cpu*", env=env, timeout=60)
     assert result.returncode == 2
     assert f"no Docker engine answers at unix://{tmp_path}/no-engine.sock" in result.stderr
     assert "scripts/start-engine.sh" in result.stderr and "Traceback" not in result.stderr

@@ -8,14 +8,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import docker
 
 from torchimages.engine import connect
 
-from .conftest import BASE_IMAGE, ROOT, Registry
+from .conftest import BASE_IMAGE, Registry, build_py
 
 MATRIX = """registry: registry.example.com/ml/locked
 images:
@@ -33,8 +32,7 @@ def lock_cli(folder: Path, registry: Registry, *args: str) -> subprocess.Complet
     auth = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
     (config / "config.json").write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}))
     env = {**os.environ, "DOCKER_CONFIG": str(config)}
-    return subprocess.run([sys.executable, str(ROOT / "build.py"), *args], cwd=folder, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return build_py(*args, cwd=folder, env=env, timeout=300)
 
 
 def push_as(api: docker.APIClient, registry: Registry, image: str, reference: str) -> str:

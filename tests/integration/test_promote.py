@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,15 +17,15 @@ from torchimages import manifest, promote
 from torchimages.events import StageEvent
 from torchimages.registry import RegistryClient
 
-from .conftest import RELEASE, ROOT, Registry, start_registry
+from .conftest import RELEASE, ROOT, Registry, build_py, start_registry
 
 CANDIDATE = "rc.7"
 
 
-def build_py(*args: str, registry: Registry, cwd: Path) -> subprocess.CompletedProcess[str]:
+def as_release_user(*args: str, registry: Registry, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """build.py as the registry's user, its password in the environment."""
     env = dict(os.environ, TORCHIMAGES_REGISTRY_PASSWORD=registry.password)
-    return subprocess.run([sys.executable, str(ROOT / "build.py"), *args, "--registry-user", registry.user], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=900, check=False)
+    return build_py(*args, "--registry-user", registry.user, cwd=cwd, env=env, timeout=900)
 
 
 def matrix_of(folder: Path, flavors: tuple[str, ...]) -> Path:
@@ -41,7 +40,7 @@ def matrix_of(folder: Path, flavors: tuple[str, ...]) -> Path:
 def push_candidates(registry: Registry, tested_report: Path, folder: Path, repository: str) -> Path:
     report = folder / "report.json"
     report.write_text(tested_report.read_text())
-    result = build_py("push", "--tag", RELEASE, "--report", str(report), "--registry", f"{registry.host}/{repository}",
+    result = as_release_user("push", "--tag", RELEASE, "--report", str(report), "--registry", f"{registry.host}/{repository}",
                       "--candidate", CANDIDATE, "--manifest", str(folder / "candidates.json"), "--plain",
                       registry=registry, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -67,20 +66,20 @@ def test_a_release_with_a_missing_entry_writes_no_release_tag_and_a_complete_one
             "--manifest", str(tmp_path / "release.json"), "--plain")
 
     # The release is the CPU entry and the flagship CUDA entry; the CUDA job failed, so its images are not there.
-    refused = build_py(*args, "--matrix", str(matrix_of(tmp_path, ("cpu", "cuda"))), registry=registry, cwd=ROOT)
+    refused = as_release_user(*args, "--matrix", str(matrix_of(tmp_path, ("cpu", "cuda"))), registry=registry, cwd=ROOT)
     assert refused.returncode == 1, refused.stderr
     assert f"not promoted: release {RELEASE}: 6 of 9 images did not pass or were not pushed" in refused.stderr, refused.stderr
     assert set(release_tags(registry, "ml/promote", manifest).values()) == {None}, "a failed release has no release tag"
     assert not (tmp_path / "release.json").exists()
 
-    promoted = build_py(*args, "--matrix", str(matrix_of(tmp_path, ("cpu",))), registry=registry, cwd=ROOT)
+    promoted = as_release_user(*args, "--matrix", str(matrix_of(tmp_path, ("cpu",))), registry=registry, cwd=ROOT)
     assert promoted.returncode == 0, promoted.stderr
     assert release_tags(registry, "ml/promote", manifest) == {i["image"]: i["digest"] for i in manifest["images"]}
     written = json.loads((tmp_path / "release.json").read_text())
     assert written["promoted_from"] == CANDIDATE and all(i["tag"] == i["release_tag"] for i in written["images"])
     assert promoted.stderr.count(" promote pushed ") == 3, promoted.stderr
 
-    again = build_py(*args, "--matrix", str(matrix_of(tmp_path, ("cpu",))), registry=registry, cwd=ROOT)
+    again = as_release_user(*args, "--matrix", str(matrix_of(tmp_path, ("cpu",))), registry=registry, cwd=ROOT)
     assert again.returncode == 0 and again.stderr.count(" promote unchanged ") == 3, again.stderr
 
 
@@ -111,7 +110,7 @@ def test_a_registry_that_dies_mid_promotion_is_finished_by_running_promote_again
     assert restarted.returncode == 0, restarted.stderr
     try:
         (tmp_path / "candidates.json").write_text(json.dumps(candidates))
-        finished = build_py("promote", "--tag", RELEASE, "--candidates", str(tmp_path / "candidates.json"), "--plain",
+        finished = as_release_user("promote", "--tag", RELEASE, "--candidates", str(tmp_path / "candidates.json"), "--plain",
                             "--registry", f"{down.host}/ml/dies", "--matrix", str(matrix_of(tmp_path, ("cpu",))),
                             "--manifest", str(tmp_path / "release.json"), registry=down, cwd=ROOT)
         assert finished.returncode == 0, finished.stderr

@@ -10,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import docker
@@ -22,16 +21,14 @@ from torchimages.events import StageEvent
 from torchimages.report import Report
 from torchimages.settings import SETTINGS
 
-from .conftest import RELEASE, ROOT, EntryBuild, Registry, build_py, start_registry
+from .conftest import RELEASE, EntryBuild, Registry, build_py, start_registry
 
 
 def push(registry: Registry, report: Path, manifest: Path, *extra: str, password: str | None = None,
          repository: str = "ml/pytorch") -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, TORCHIMAGES_REGISTRY_PASSWORD=password or registry.password)
-    return subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), "push", "--tag", RELEASE, "--report", str(report),
-         "--registry", f"{registry.host}/{repository}", "--registry-user", registry.user, "--manifest", str(manifest),
-         *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    return build_py("push", "--tag", RELEASE, "--report", str(report), "--registry", f"{registry.host}/{repository}",
+                    "--registry-user", registry.user, "--manifest", str(manifest), *extra, env=env, timeout=900)
 
 
 def same_release(one: dict, other: dict) -> bool:
@@ -181,14 +178,12 @@ def test_credentials_from_stdin_and_from_the_docker_config_write_nothing(registr
     auth = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
     (config / "config.json").write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}))
     before = (config / "config.json").read_bytes()
-    base = [sys.executable, str(ROOT / "build.py"), "push", "--tag", RELEASE, "--report", str(pushed["report"]),
-            "--registry", f"{registry.host}/ml/pytorch"]
+    base = ["push", "--tag", RELEASE, "--report", str(pushed["report"]), "--registry", f"{registry.host}/ml/pytorch"]
     env = {k: v for k, v in os.environ.items() if k != "TORCHIMAGES_REGISTRY_PASSWORD"}
     for name, extra, stdin in (("docker config", [], None),
                                ("stdin", ["--registry-user", registry.user, "--password-stdin"], registry.password + "\n")):
-        result = subprocess.run([*base, *extra, "--manifest", str(tmp_path / f"{len(extra)}.json")], cwd=ROOT,
-                                env={**env, "DOCKER_CONFIG": str(config)}, input=stdin, capture_output=True, text=True,
-                                timeout=600, check=False)
+        result = build_py(*base, *extra, "--manifest", str(tmp_path / f"{len(extra)}.json"),
+                          env={**env, "DOCKER_CONFIG": str(config)}, stdin=stdin, timeout=600)
         assert result.returncode == 0, f"push with credentials from the {name} failed:\n{result.stderr[-2000:]}"
         assert result.stderr.count(" push unchanged ") == 3, result.stderr
     assert (config / "config.json").read_bytes() == before and [p.name for p in config.iterdir()] == ["config.json"]
@@ -238,11 +233,9 @@ def test_credentials_from_a_docker_credential_helper(registry: Registry, pushed:
     value = "test" if config == "credsStore" else {registry.host: "test"}
     (docker_config / "config.json").write_text(json.dumps({config: value}))
     env = {k: v for k, v in os.environ.items() if k != "TORCHIMAGES_REGISTRY_PASSWORD"}
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "build.py"), "push", "--tag", RELEASE, "--report", str(pushed["report"]),
-         "--registry", f"{registry.host}/ml/pytorch", "--manifest", str(tmp_path / "release.json")], cwd=ROOT,
-        env={**env, "DOCKER_CONFIG": str(docker_config), "PATH": f"{bin_dir}:{env['PATH']}"}, capture_output=True,
-        text=True, timeout=600, check=False)
+    result = build_py("push", "--tag", RELEASE, "--report", str(pushed["report"]), "--registry",
+                      f"{registry.host}/ml/pytorch", "--manifest", str(tmp_path / "release.json"),
+                      env={**env, "DOCKER_CONFIG": str(docker_config), "PATH": f"{bin_dir}:{env['PATH']}"}, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stderr.count(" push unchanged ") == 3, result.stderr
     assert f"get {registry.host}" in log.read_text(), "the helper was never asked"

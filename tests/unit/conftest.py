@@ -5,16 +5,14 @@ from __future__ import annotations
 import hashlib
 import http.server
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.buildpy import ROOT, build_py
 from torchimages import matrix, specs
 from torchimages.errors import UserError
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def plan_of(text: str) -> specs.Plan:
@@ -30,9 +28,8 @@ def problems_of(text: str) -> list[str]:
 
 
 def run_cli(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run `python build.py ARGS` as a user would."""
-    return subprocess.run([sys.executable, str(ROOT / "build.py"), *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+    """Run `python build.py ARGS` as a user would: the shared helper, with a unit test's shorter timeout."""
+    return build_py(*args, cwd=cwd, timeout=timeout)
 
 
 def digest(seed: object) -> str:

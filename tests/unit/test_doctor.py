@@ -11,7 +11,7 @@ import pytest
 
 from torchimages import matrix, render, specs
 
-ROOT = Path(__file__).resolve().parents[2]
+from .conftest import ROOT
 
 
 def doctor() -> ModuleType:

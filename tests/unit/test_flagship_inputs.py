@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from torchimages.report import ImageRecord, Report
 from torchimages.sizes import FloorMeter, floor_bytes, measured
 from torchimages.smoke import SmokeResult, parse_junit
 
-from .conftest import ROOT, digest
+from .conftest import ROOT, build_py, digest
 from .test_render import golden_plan
 
 NGC_DATA = ROOT / "tests" / "integration" / "data"
@@ -25,8 +24,7 @@ NGC_DATA = ROOT / "tests" / "integration" / "data"
 
 def cli(*args: str, extra: Path | str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, **{compat.EXTRA_ENV: str(extra)})
-    return subprocess.run([sys.executable, str(ROOT / "build.py"), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, check=False, env=env)
+    return build_py(*args, env=env, timeout=60)
 
 
 def test_extra_ngc_rows_are_used_with_a_warning() -> None:
@@ -37,9 +35,8 @@ def test_extra_ngc_rows_are_used_with_a_warning() -> None:
 
 
 def test_without_the_extra_rows_the_test_release_is_unknown() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "validate", "--matrix",
-                             str(NGC_DATA / "ngc-shaped.matrix.yaml")], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60, check=False, env={k: v for k, v in os.environ.items() if k != compat.EXTRA_ENV})
+    result = build_py("validate", "--matrix", str(NGC_DATA / "ngc-shaped.matrix.yaml"), timeout=60,
+                      env={k: v for k, v in os.environ.items() if k != compat.EXTRA_ENV})
     assert result.returncode == 2 and "unknown NGC PyTorch release 'test'" in result.stderr, result.stderr
 
 

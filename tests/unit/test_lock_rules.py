@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from torchimages import lock, matrix, render, specs
 from torchimages.errors import UserError
 
-from .conftest import ROOT
+from .conftest import ROOT, build_py
 
 DIGEST_A = "sha256:" + "a" * 64
 DIGEST_B = "sha256:" + "b" * 64
@@ -107,8 +106,7 @@ def test_render_writes_from_tag_at_digest_for_what_the_lock_pins() -> None:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "build.py"), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, check=False)
+    return build_py(*args, cwd=cwd, timeout=120)
 
 
 def test_render_check_fails_when_the_lock_is_stale_for_the_matrix(tmp_path: Path) -> None:

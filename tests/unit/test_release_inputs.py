@@ -21,7 +21,7 @@ from torchimages import lock, manifest, matrix, specs
 from torchimages.errors import UserError
 from torchimages.report import ImageRecord, PushStage, Report, SbomStage, SmokeStage
 
-from .conftest import ROOT, digest
+from .conftest import ROOT, build_py, digest
 
 REPOSITORY = "127.0.0.1:9/ml/pt"  # nothing listens on port 9: a command that reached the registry would say so
 CPU = "torch2.13.0-cpu-py3.11"
@@ -161,9 +161,8 @@ def promote(tmp_path: Path, *extra: str, data: dict | None = None) -> subprocess
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(yaml.safe_dump(data, sort_keys=False))
     env = {**os.environ, "TORCHIMAGES_REGISTRY_PASSWORD": "pw"}
-    return subprocess.run([sys.executable, str(ROOT / "build.py"), "promote", "--tag", "v2.7", "--candidates", str(path),
-                           "--matrix", str(matrix), "--registry-user", "u", "--plain", *extra], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60, check=False, env=env)
+    return build_py("promote", "--tag", "v2.7", "--candidates", str(path), "--matrix", str(matrix), "--registry-user",
+                    "u", "--plain", *extra, cwd=tmp_path, env=env, timeout=60)
 
 
 @pytest.mark.parametrize(("change", "words"), [
@@ -226,8 +225,7 @@ def test_manifest_refuses_a_hostile_report_and_writes_nothing(tmp_path: Path, ch
     raw = changes.pop("raw", {})
     report = report_with(pushed_record(**changes), tmp_path / "reports", **raw)
     out = tmp_path / "releases" / "v2.7.json"
-    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "manifest", "--registry", REPOSITORY, "--out",
-                             str(out), str(report)], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    result = build_py("manifest", "--registry", REPOSITORY, "--out", str(out), str(report), cwd=tmp_path, timeout=60)
     assert result.returncode == 2 and words in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert not out.parent.exists() and not (tmp_path / "outside").exists()
 
@@ -235,17 +233,15 @@ def test_manifest_refuses_a_hostile_report_and_writes_nothing(tmp_path: Path, ch
 def test_manifest_of_a_clean_report_writes_inside_its_folder(tmp_path: Path) -> None:
     report = report_with(pushed_record(), tmp_path / "reports")
     out = tmp_path / "releases" / "v2.7.json"
-    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "manifest", "--registry", REPOSITORY, "--out",
-                             str(out), str(report)], cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    result = build_py("manifest", "--registry", REPOSITORY, "--out", str(out), str(report), cwd=tmp_path, timeout=60)
     assert result.returncode == 0, result.stderr
     assert manifest.read(out).images[0].digest == digest(0)
 
 
 def test_push_refuses_the_report_of_another_release(tmp_path: Path) -> None:
     report = report_with(pushed_record(), tmp_path)
-    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "push", "--tag", "v2.8", "--report", str(report),
-                             "--registry", REPOSITORY, "--matrix", str(ROOT / "matrix.yaml")], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = build_py("push", "--tag", "v2.8", "--report", str(report), "--registry", REPOSITORY, "--matrix",
+                      str(ROOT / "matrix.yaml"), cwd=tmp_path, timeout=60)
     assert result.returncode == 2 and "is the report of release v2.7, not v2.8" in result.stderr, result.stderr
 
 
@@ -295,8 +291,7 @@ def test_max_growth_is_a_percent_or_a_share_never_both(value: str, ok: bool) -> 
     (["--tag", "v2.7", "--push", "--candidate", "rc." + "1" * 90, "--dry-run"], "--candidate"),
 ])
 def test_the_tag_length_rule_holds_over_the_whole_image_tag(args: list[str], words: str) -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "build.py"), *args], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = build_py(*args, timeout=60)
     assert result.returncode == 2 and words in result.stderr and "Docker's limit is 128" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
 

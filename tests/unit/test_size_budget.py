@@ -4,9 +4,6 @@ fails the release and is not pushed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from torchimages import matrix, publish, specs
@@ -14,7 +11,7 @@ from torchimages.budget import Budget, parse_growth
 from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
 from torchimages.report import ImageRecord, Report, SmokeStage
 
-from .conftest import ROOT, digest
+from .conftest import ROOT, digest, run_cli
 
 CPU = "torch2.13.0-cpu-py3.11"
 
@@ -77,8 +74,7 @@ def test_growth_is_written_as_a_share(text: str, value: float) -> None:
 
 
 def test_a_bad_max_growth_and_reason_are_refused() -> None:
-    result = subprocess.run([sys.executable, str(ROOT / "build.py"), "build", "--tag", "v2.7", "--max-growth", "lots",
-                             "--dry-run"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    result = run_cli("build", "--tag", "v2.7", "--max-growth", "lots", "--dry-run")
     assert result.returncode == 2 and "--max-growth 'lots' is not a growth" in result.stderr
     with pytest.raises(Exception, match="size_growth_reason"):
         plan(" ")
