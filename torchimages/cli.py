@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from . import grammar
+from . import grammar, planning
 from . import matrix as matrix_stage
 from . import selfcheck as selfcheck_stage
 from .buildinputs import BuildInputs
@@ -19,10 +18,9 @@ from .consoles import err, out
 from .errors import UserError
 from .lock import LockFile
 from .lock import stale as stale_pins
-from .manifest import MAX_TAG
 from .matrix import FLAVORS, VARIANTS
 from .settings import ROOT_ENV, SETTINGS, is_checkout
-from .specs import Plan, image_tag, pushed_release, release_problem, resolve
+from .specs import Plan, pushed_release, release_problem
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -74,31 +72,12 @@ def checked_release(_ctx: click.Context, _param: click.Parameter, release: str |
     return release
 
 
-def check_tag_lengths(plan: Plan, prefix: str, option: str) -> None:
-    """Docker's 128 characters hold for the whole image tag, PREFIX-IMAGE, not for the release alone."""
-    longest = max((image_tag(prefix, name) for spec in plan.specs for name in spec.image_names()), key=len, default="")
-    if len(longest) > MAX_TAG:
-        raise UserError(f"{option} {prefix[:40]!r}...: the image tag {longest[:60]}... would be {len(longest)} characters; "
-                        f"Docker's limit is {MAX_TAG} for the release, '-' and the image name together: shorten it")
-
-
 def load_plan(path: Path, quiet: bool = False) -> Plan:
-    """Validate the matrix fully (shape, then compatibility) and print its warnings."""
+    """The checked plan (torchimages.planning), with the command's --max-images and --tag."""
     context = click.get_current_context(silent=True)
     limit = context.meta.get("max_images", matrix_stage.MAX_IMAGES) if context else matrix_stage.MAX_IMAGES
-    plan = resolve(matrix_stage.load(path, max_images=limit))
     release = context.params.get("release") if context else None
-    if isinstance(release, str):
-        check_tag_lengths(plan, release, "--tag")
-    lock = LockFile.load(Workspace(path).lock)
-    if not quiet:
-        for spec in plan.specs:
-            for warning in spec.warnings:
-                err.print(f"warning: {path}: {spec.origin}: {warning}")
-        if lock.pins:
-            for problem in stale_pins(plan, lock):
-                err.print(f"warning: {problem}: run python build.py lock")
-    return replace(plan, pins=lock.digests())
+    return planning.load(path, max_images=limit, release=release if isinstance(release, str) else None, quiet=quiet)
 
 
 def selection_options(function: Callable[..., None]) -> Callable[..., None]:
@@ -220,7 +199,7 @@ def push_options_from(plan: Plan, values: dict, release: str | None = None) -> P
         raise UserError(f"--candidate {candidate!r} does not make a valid tag after {release}-: use letters, digits, "
                         "'.', '_' and '-', e.g. rc.42")
     if candidate is not None and release:
-        check_tag_lengths(plan, pushed_release(release, candidate), "--candidate")
+        planning.check_tag_lengths(plan, pushed_release(release, candidate), "--candidate")
     return PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
                        password_env=values["password_env"], password_stdin=values["password_stdin"],
                        registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"],
@@ -309,7 +288,6 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
 def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: bool, **values: object) -> None:
     """Build the rendered images (bases first, each variant FROM its base)."""
     from . import release as release_stages
-    from . import render as render_stage
 
     plan = load_plan(matrix_path)
     images_dir = Workspace(matrix_path).images(images_dir)
@@ -317,17 +295,9 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
     if dry_run:
         release_stages.print_plan(plan, options)
         return
-    stale = render_stage.stale_paths(plan, release, images_dir)
-    if stale:
-        raise UserError(f"{images_dir} does not match the matrix for release {release} ({len(stale)} files differ); "
-                        f"run: python build.py render --tag {release}")
-    from .engine import Engine
-
-    if values["registry_user"] and options.cache.used:  # cache sources on --registry are pulled as --registry-user
-        push = push_options_from(plan, values, release)
-        options = options.pulling_as(push.repository, push.credentials())
-    report = release_stages.build(plan, options, Engine(no_cache=options.no_cache))
-    sys.exit(release_stages.finish(report, options.report_path))
+    # cache sources on --registry are pulled as --registry-user
+    pulling = push_options_from(plan, values, release) if values["registry_user"] and options.cache.used else None
+    sys.exit(release_stages.build_rendered(plan, options, pulling=pulling))
 
 
 @main.command()
@@ -340,25 +310,10 @@ def build(matrix_path: Path, release: str, images_dir: Path | None, dry_run: boo
 def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs: Path | None, **values: object) -> None:
     """Push the images of a run's report whose smoke suite passed; write the release manifest."""
     from . import release as release_stages
-    from .engine import Engine
-    from .publishstage import push_report
-    from .report import Report
 
-    plan = load_plan(matrix_path, quiet=True)
-    path = Workspace.report(release, report)
-    if not path.exists():
-        raise UserError(f"no report at {path}: run build and test first, or pass --report")
-    run_report = Report.load(path)
-    if run_report.release != release:  # its images would be pushed under the other release's tags
-        raise UserError(f"{path} is the report of release {run_report.release}, not {release}: push --tag "
-                        f"{run_report.release}, or give --report the report of {release}")
-    options = push_options_from(plan, values, release)
-    credentials = options.credentials()
-    with release_stages.shown(plain, Workspace.logs(release, logs)) as (emit, _):
-        ok, written = push_report(Engine().api, run_report, options, emit, credentials, report_path=path)
-    err.print(written)
-    run_report.write(path)
-    sys.exit(0 if ok else 1)
+    options = push_options_from(load_plan(matrix_path, quiet=True), values, release)
+    sys.exit(release_stages.push_tested(release, Workspace.report(release, report), options, plain=plain,
+                                        logs=Workspace.logs(release, logs)))
 
 
 @main.command()
@@ -426,20 +381,17 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Path | None, jobs: int, plain: bool,
                logs: Path | None, **values: object) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
-    from . import buildjobs, smokestage
+    from . import buildjobs
     from . import release as release_stages
-    from .engine import Engine
 
     plan = load_plan(matrix_path, quiet=True)
     selection = selection_from(values)
     # Only the images named: a variant's base, brought along for a build, is not tested unless named too.
     targets = [job for job in buildjobs.select(plan, release, Workspace(matrix_path).images(), selection)
                if selection.matches(job.image)]
-    path = Workspace.report(release, report)
-    results_report = smokestage.load_report(path, release, plan.file)
-    release_stages.smoke(Engine(), release_stages.targets_of(targets), results_report, require_gpu=require_gpu,
-                         plain=plain, logs=Workspace.logs(release, logs), jobs=jobs)
-    sys.exit(release_stages.finish(results_report, path))
+    sys.exit(release_stages.test_built(plan, release, targets, Workspace.report(release, report),
+                                       require_gpu=require_gpu, plain=plain, logs=Workspace.logs(release, logs),
+                                       parallel=jobs))
 
 
 @main.command(name="bench")
@@ -527,17 +479,7 @@ def compat_refresh(since: str, check: bool, pypi_index: str, wheel_index: str, s
         raise UserError(f"--since {since!r} is not a version, e.g. 2.0")
     result = compatrefresh.run(since=since, check=check, pypi_index=pypi_index,
                                wheel_index=None if skip_wheel_index else wheel_index)
-    for line in result.changes:
-        out.print(f"changed: {line}")
-    for line in result.notes:
-        out.print(f"note:    {line}")
-    if result.diff:
-        out.print(result.diff, end="")
-    if check:
-        state = "behind the indexes: run python build.py compat refresh" if result.diff else "up to date with the indexes"
-        out.print(f"{result.path}: {state}")
-        sys.exit(1 if result.diff else 0)
-    out.print(f"{result.path}: {len(result.changes)} changes written" if result.diff else f"{result.path}: up to date")
+    sys.exit(compatrefresh.shown(result, check=check))
 
 
 @main.command(name="lock")

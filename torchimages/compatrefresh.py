@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from . import compat, indexes
+from .consoles import out
 from .errors import UserError
 from .indexes import Release
 
@@ -231,3 +232,19 @@ def header_of(text: str) -> str:
 def diff(old: str, new: str, path: Path) -> str:
     return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
                                         fromfile=f"a/{path}", tofile=f"b/{path}", n=2))
+
+
+def shown(result: Refresh, *, check: bool) -> int:
+    """Print what changed, the notes and the diff; the exit code (with `check`: 1 when the data is behind)."""
+    for line in result.changes:
+        out.print(f"changed: {line}")
+    for line in result.notes:
+        out.print(f"note:    {line}")
+    if result.diff:
+        out.print(result.diff, end="")
+    if check:
+        state = "behind the indexes: run python build.py compat refresh" if result.diff else "up to date with the indexes"
+        out.print(f"{result.path}: {state}")
+        return 1 if result.diff else 0
+    out.print(f"{result.path}: {len(result.changes)} changes written" if result.diff else f"{result.path}: up to date")
+    return 0

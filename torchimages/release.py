@@ -126,3 +126,43 @@ def finish(report: Report, path: Path, *, failed: bool = False) -> int:
                         "are built: give --report a writable path and run the same command again (it is a no-op)") from None
     out.print(f"report: {json_path} ({markdown_path.name})")
     return 1 if failed or not all(record.ok for record in report.images) else 0
+
+
+# The commands that run one stage on their own (build, test, push): each checks what it was given and returns
+# its exit code.
+
+def build_rendered(plan: Plan, options: BuildOptions, *, pulling: PushOptions | None = None) -> int:
+    """`build`: the rendered contexts, refused when stale for the release, built; cache sources on the registry
+    are pulled as `pulling`'s user."""
+    stale = render_stage.stale_paths(plan, options.release, options.images_dir)
+    if stale:
+        raise UserError(f"{options.images_dir} does not match the matrix for release {options.release} ({len(stale)} "
+                        f"files differ); run: python build.py render --tag {options.release}")
+    if pulling is not None and options.cache.used:
+        options = options.pulling_as(pulling.repository, pulling.credentials())
+    report = build(plan, options, Engine(no_cache=options.no_cache))
+    return finish(report, options.report_path)
+
+
+def test_built(plan: Plan, release: str, jobs: list[BuildJob], report_path: Path, *, require_gpu: bool, plain: bool,
+               logs: Path, parallel: int) -> int:
+    """`test`: the smoke suite in each built image of `jobs`, its results added to the release's report."""
+    results_report = smokestage.load_report(report_path, release, plan.file)
+    smoke(Engine(), targets_of(jobs), results_report, require_gpu=require_gpu, plain=plain, logs=logs, jobs=parallel)
+    return finish(results_report, report_path)
+
+
+def push_tested(release: str, report_path: Path, options: PushOptions, *, plain: bool, logs: Path) -> int:
+    """`push`: the images of a run's report whose suite passed, under this release's tags; the manifest written."""
+    if not report_path.exists():
+        raise UserError(f"no report at {report_path}: run build and test first, or pass --report")
+    run_report = Report.load(report_path)
+    if run_report.release != release:  # its images would be pushed under the other release's tags
+        raise UserError(f"{report_path} is the report of release {run_report.release}, not {release}: push --tag "
+                        f"{run_report.release}, or give --report the report of {release}")
+    credentials = options.credentials()
+    with shown(plain, logs) as (emit, _):
+        ok, written = push_report(Engine().api, run_report, options, emit, credentials, report_path=report_path)
+    err.print(written)
+    run_report.write(report_path)
+    return 0 if ok else 1
