@@ -14,6 +14,7 @@ from typing import Protocol
 from . import buildcache
 from .buildcache import CONTENT_LABEL, CacheSources
 from .buildinputs import BuildInputs, copy_context
+from .classic import ClassicBuilder
 from .engine import BuildOutcome, Engine
 from .errors import UserError
 from .events import EventSink, StageEvent
@@ -21,7 +22,7 @@ from .specs import ImageSpec, Plan
 
 
 class Builder(Protocol):
-    """What builds an image: the engine's classic builder (engine.Engine) or BuildKit (buildkit.BuildKitBuilder)."""
+    """What builds an image: the classic builder (classic.ClassicBuilder) or BuildKit (buildkit.BuildKitBuilder)."""
 
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str], emit: EventSink,
               cancel: threading.Event, cache_from: list[str] | None = None,
@@ -94,7 +95,7 @@ class BuildRunner:
                  cache: CacheSources | None = None, registry_auth: tuple[str, dict[str, str]] | None = None,
                  builder: Builder | None = None) -> None:
         self.engine, self.inputs, self.emit, self.jobs = engine, inputs, emit, max(1, jobs)
-        self.builder: Builder = builder or engine  # the engine's own (SDK) build is the classic builder
+        self.builder: Builder = builder or ClassicBuilder(engine)
         self.cache, self.registry_auth = cache or CacheSources(), registry_auth
         self.cancel = threading.Event()
         self._digests: dict[str, str | None] = {}  # image -> content digest: a variant's parent is its base's

@@ -14,6 +14,7 @@ from .budget import Budget
 from .buildcache import CacheSources
 from .buildinputs import BuildInputs
 from .buildjobs import Builder, BuildJob, BuildRunner, Selection
+from .classic import ClassicBuilder
 from .engine import BuildOutcome, Engine, failure_hint, short_error
 from .errors import UserError
 from .events import EventSink
@@ -102,12 +103,12 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
 
 
 def builder_of(name: str, engine: Engine) -> Builder:
-    """The backend --builder names: the engine's classic builder, or BuildKit through a docker CLI."""
+    """The backend --builder names: the classic builder through the SDK, or BuildKit through a docker CLI."""
     if name == "buildkit":
         from .buildkit import BuildKitBuilder
 
         return BuildKitBuilder(engine)
-    return engine
+    return ClassicBuilder(engine)
 
 
 @contextmanager

@@ -1,11 +1,12 @@
-"""What the engine reads from the classic builder's stream: the images a build committed, which a failed or
+"""What the classic builder reads from its stream: the images a build committed, which a failed or
 cancelled build removes; never the base image or the cache hits it reused."""
 
 from __future__ import annotations
 
 from collections import deque
 
-from torchimages.engine import BuildOutcome, Engine
+from torchimages.classic import ClassicBuilder
+from torchimages.engine import BuildOutcome
 
 STREAM = """\
 Step 1/7 : ARG BASE_IMAGE=debian:bookworm-slim
@@ -31,10 +32,10 @@ Step 7/7 : RUN false
 
 
 def test_only_the_images_the_build_committed_are_recorded() -> None:
-    engine = Engine.__new__(Engine)  # no engine needed to read a stream
+    builder = ClassicBuilder.__new__(ClassicBuilder)  # no engine needed to read a stream
     outcome, tail, containers, events = BuildOutcome("img", "t"), deque(maxlen=20), [], []
     for line in STREAM.splitlines(keepends=True):
-        engine._handle({"stream": line}, "img", outcome, tail=tail, containers=containers, emit=events.append)
+        builder._handle({"stream": line}, "img", outcome, tail=tail, containers=containers, emit=events.append)
     assert outcome.created == ["222222222222", "333333333333"]
     assert containers == ["9a9a9a9a9a9a", "8b8b8b8b8b8b", "7c7c7c7c7c7c"]
     assert outcome.step == "Step 7/7 : RUN false"
