@@ -151,7 +151,7 @@ MUTATIONS = [
              "", "release path: promote checks its manifest path after the tags"),
     Mutation("torchimages/promotestage.py", "    manifest.sbom_contents(candidates)\n", "",
              "release path: promote reads the SBOMs after the tags"),
-    Mutation("torchimages/cli.py", "    if run_report.release != release:", "    if False:",
+    Mutation("torchimages/release.py", "    if run_report.release != release:", "    if False:",
              "release path: push takes another release's report"),
     Mutation("torchimages/promote.py", '"{repository}:{candidates.release_tag(name)}", candidates.release_tag(name)) for',
              '"{repository}:{candidates.release_tag(name)}", "latest") for', "release path: promote PUTs latest"),

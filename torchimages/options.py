@@ -1,0 +1,236 @@
+"""The command line's options, each declared once, and the rules that turn their values into the stages'
+options (build inputs, the size budget, cache sources, push options): what cli.py's commands are given."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from . import grammar, planning
+from . import matrix as matrix_stage
+from .buildinputs import BuildInputs
+from .errors import UserError
+from .matrix import FLAVORS, VARIANTS
+from .specs import Plan, pushed_release, release_problem
+
+if TYPE_CHECKING:
+    from .budget import Budget
+    from .buildcache import CacheSources
+    from .buildjobs import Selection
+    from .buildstage import BuildOptions
+    from .manifest import ReleaseManifest
+    from .publishstage import PushOptions
+
+
+def matrix_option(function: Callable[..., None]) -> Callable[..., None]:
+    function = click.option("--matrix", "matrix_path", type=click.Path(path_type=Path), default=Path("matrix.yaml"),
+                            show_default=True, envvar="TORCHIMAGES_MATRIX",
+                            help="The matrix file (TORCHIMAGES_MATRIX: the entries one runner releases).")(function)
+    return max_images_option(function)
+
+
+def images_option(flag: str, name: str, help_text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    return click.option(flag, name, type=click.Path(path_type=Path), default=None,
+                        help=f"{help_text} [images/ for matrix.yaml, images/NAME/ for another NAME.yaml].")
+
+
+def limit_images(ctx: click.Context, _param: click.Parameter, limit: int) -> int:
+    ctx.meta["max_images"] = limit
+    return limit
+
+
+# The limit is read where the matrix is loaded (load_plan), so every command that takes --matrix takes it too.
+max_images_option = click.option("--max-images", type=click.IntRange(min=1), default=matrix_stage.MAX_IMAGES,
+                                  show_default=True, expose_value=False, callback=limit_images, is_eager=True,
+                                  help="Refuse a matrix with more images than this (GitHub Actions runs 256 jobs at most).")
+
+
+def tag_option(help_text: str, *, required: bool = False) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """--tag, checked against Docker's tag grammar by every command that takes it."""
+    return click.option("--tag", "release", callback=checked_release, required=required, help=help_text)
+
+
+def checked_release(_ctx: click.Context, _param: click.Parameter, release: str | None) -> str | None:
+    """--tag becomes part of image tags and of folder names: refuse what Docker's tag grammar refuses."""
+    problem = release_problem(release) if release is not None else None
+    if problem:
+        raise click.BadParameter(problem, param_hint="'--tag'")
+    return release
+
+
+def load_plan(path: Path, quiet: bool = False) -> Plan:
+    """The checked plan (torchimages.planning), with the command's --max-images and --tag."""
+    context = click.get_current_context(silent=True)
+    limit = context.meta.get("max_images", matrix_stage.MAX_IMAGES) if context else matrix_stage.MAX_IMAGES
+    release = context.params.get("release") if context else None
+    return planning.load(path, max_images=limit, release=release if isinstance(release, str) else None, quiet=quiet)
+
+
+def selection_options(function: Callable[..., None]) -> Callable[..., None]:
+    """--only, --flavor and --variant: which images a command works on (buildjobs.Selection)."""
+    options = [
+        click.option("--only", multiple=True, metavar="GLOB", help="Image names (repeatable); a variant brings its base."),
+        click.option("--flavor", "flavors", multiple=True, type=click.Choice(FLAVORS), help="Only these flavors."),
+        click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def selection_from(values: dict) -> Selection:
+    from .buildjobs import Selection
+
+    return Selection(only=tuple(values["only"]), flavors=tuple(values["flavors"]), variants=tuple(values["variants"]))
+
+
+plain_option = click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view (every stage).")
+logs_option = click.option("--logs", type=click.Path(path_type=Path),
+                           help="Folder of per-image logs: IMAGE.log, IMAGE.smoke.log, IMAGE.push.log [logs/RELEASE].")
+require_gpu_option = click.option("--require-gpu", is_flag=True,
+                                  help="Smoke suite: fail, instead of skip, the GPU checks when no GPU is present.")
+
+
+def report_option(*, exists: bool = False) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """--report: the run's report (every stage adds to it); `exists`: a command that only reads it."""
+    return click.option("--report", type=click.Path(path_type=Path, exists=exists, dir_okay=False),
+                        help="The run's report JSON [reports/RELEASE/build-report.json].")
+
+
+jobs_option = click.option("--jobs", default=1, show_default=True, type=click.IntRange(1, 16),
+                           help="Images built at a time (a variant after its base); the main job runs that many smoke "
+                                "suites at a time too.")
+
+
+def build_options(function: Callable[..., None]) -> Callable[..., None]:
+    """Options shared by `build` and the default command."""
+    options = [
+        selection_options,
+        click.option("--dry-run", is_flag=True, help="Print the plan (images, tags, order, contexts); touch no engine."),
+        jobs_option,
+        click.option("--no-cache", is_flag=True, help="Rebuild every step instead of reusing cached layers."),
+        click.option("--builder", type=click.Choice(("classic", "buildkit")), default="classic", show_default=True,
+                     envvar="TORCHIMAGES_BUILDER",
+                     help="classic: the Docker SDK; buildkit: BuildKit through a docker CLI (buildx, or a 20.10 client)."),
+        plain_option,
+        report_option(),
+        logs_option,
+        click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False), envvar="TORCHIMAGES_WHEELHOUSE",
+                     help="Local wheels for pip."),
+        click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="pip installs only from --wheelhouse."),
+        click.option("--pip-index-url", envvar="TORCHIMAGES_PIP_INDEX_URL", help="Package index for pip (a mirror)."),
+        click.option("--torch-index-url", envvar="TORCHIMAGES_TORCH_INDEX_URL",
+                     help="Replaces the torch wheel index (download.pytorch.org/whl/cuXYZ)."),
+        click.option("--apt-mirror", envvar="TORCHIMAGES_APT_MIRROR",
+                     help="Replaces scheme and host of every apt source during the build."),
+        click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False), envvar="TORCHIMAGES_CA_BUNDLE",
+                     help="Extra CA bundle trusted during builds."),
+        click.option("--base-image", envvar="TORCHIMAGES_BASE_IMAGE",
+                     help="Build the base images FROM this image (a mirrored or locally made base)."),
+        require_gpu_option,
+        click.option("--previous", "previous_manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                     envvar="TORCHIMAGES_PREVIOUS",
+                     help="The previous release's manifest: each image may grow at most --max-growth over it."),
+        click.option("--max-growth", default="5%", show_default=True,
+                     help="Size budget over the previous release, unless the entry states size_growth_reason."),
+        click.option("--cache-from", multiple=True, metavar="REF", envvar="TORCHIMAGES_CACHE_FROM",
+                     help="Pull REF and reuse its layers (repeatable); `previous`: reuse the --previous release's "
+                          "images whose content is unchanged."),
+        *push_option_list(),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def push_option_list(*, with_flag: bool = True, with_candidate: bool = True) -> list:
+    flag = [click.option("--push", is_flag=True, help="Push every image whose smoke suite passed in this run.")]
+    candidate = [click.option("--candidate", metavar="ID",
+                              help="Push under candidate tags RELEASE-ID-IMAGE (e.g. rc.42); `promote` makes them the "
+                                   "release tags once every image of the release passed.")]
+    return [
+        *(flag if with_flag else []),
+        *(candidate if with_candidate else []),
+        click.option("--registry", "push_registry", help="Push target HOST[:PORT]/PATH (default: the matrix's registry)."),
+        click.option("--registry-user", help="Log in as this user (default: the docker config's credentials)."),
+        click.option("--password-env", default="TORCHIMAGES_REGISTRY_PASSWORD", show_default=True,
+                     help="Environment variable holding the password for --registry-user."),
+        click.option("--password-stdin", is_flag=True, help="Read the password for --registry-user from standard input."),
+        click.option("--registry-ca", type=click.Path(path_type=Path, dir_okay=False),
+                     help="CA of the registry's TLS certificate [/etc/docker/certs.d/HOST/ca.crt if present]."),
+        click.option("--force", is_flag=True, help="Move a release tag that already points at another image."),
+        click.option("--manifest", "manifest_path", type=click.Path(path_type=Path),
+                     help="Release manifest JSON [releases/RELEASE.json]."),
+    ]
+
+
+def push_options(function: Callable[..., None]) -> Callable[..., None]:
+    for option in reversed(push_option_list(with_flag=False)):
+        function = option(function)
+    return function
+
+
+def registry_options(function: Callable[..., None]) -> Callable[..., None]:
+    """The push options without --candidate: where, as whom, --force and the manifest to write (promote)."""
+    for option in reversed(push_option_list(with_flag=False, with_candidate=False)):
+        function = option(function)
+    return function
+
+
+def push_options_from(plan: Plan, values: dict, release: str | None = None) -> PushOptions:
+    from .publishstage import PushOptions
+
+    candidate = values.get("candidate")
+    if candidate is not None and (not release or not candidate or release_problem(pushed_release(release, candidate))):
+        raise UserError(f"--candidate {candidate!r} does not make a valid tag after {release}-: use letters, digits, "
+                        "'.', '_' and '-', e.g. rc.42")
+    if candidate is not None and release:
+        planning.check_tag_lengths(plan, pushed_release(release, candidate), "--candidate")
+    return PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
+                       password_env=values["password_env"], password_stdin=values["password_stdin"],
+                       registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"],
+                       candidate=candidate)
+
+
+def build_options_from(release: str, images_dir: Path, values: dict, *, repository: str) -> BuildOptions:
+    """`repository`: where this release's images go; `--cache-from previous` reuses images from there only."""
+    from .buildstage import BuildOptions
+
+    inputs = BuildInputs(pip_index_url=values["pip_index_url"], torch_index_url=values["torch_index_url"],
+                         apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
+                         offline=values["offline"], base_image=values["base_image"])
+    inputs.check()  # before anything is rendered, planned or built
+    from . import manifest
+
+    previous = manifest.read(values["previous_manifest"]) if values["previous_manifest"] else None
+    return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
+                        no_cache=values["no_cache"], plain=values["plain"], report=values["report"], logs=values["logs"],
+                        inputs=inputs, budget=budget_from(values, previous), builder=str(values["builder"]),
+                        cache=cache_sources_from(tuple(values["cache_from"]), previous, repository,
+                                                 no_cache=bool(values["no_cache"])))
+
+
+def budget_from(values: dict, previous: ReleaseManifest | None) -> Budget:
+    from .budget import Budget, parse_growth
+
+    try:
+        growth = parse_growth(str(values["max_growth"]))
+    except ValueError:
+        raise UserError(f"--max-growth {values['max_growth']!r} is not a growth: a percent from 0% to 1000% (5%) or "
+                        "a share from 0 to 1 (0.05); a bare number above 1 is refused, it could mean either") from None
+    return Budget(max_growth=growth, previous=previous)
+
+
+def cache_sources_from(values: tuple[str, ...], previous: ReleaseManifest | None, repository: str, *,
+                       no_cache: bool) -> CacheSources:
+    from .buildcache import PREVIOUS, CacheSources
+
+    if values and no_cache:
+        raise UserError("--cache-from and --no-cache contradict each other: --no-cache rebuilds every step")
+    for value in values:
+        if value != PREVIOUS and (why := grammar.control_problem(value) or grammar.image_reference_problem(value)):
+            raise UserError(f"--cache-from {value}: {why}")
+    return CacheSources.parse(values, previous, repository)
