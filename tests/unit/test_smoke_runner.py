@@ -1,6 +1,6 @@
 """How the smoke runner asks for GPUs and reads them, and a suite that hangs.
 
-The engine's answers are recorded ones (a refused GPU request is what this machine's engine says; an
+The engine's answers are tests/unit/fake_engine.py's (a refused GPU request is what this machine's engine says; an
 nvidia-smi error is what a host with a broken driver says); the real engine's refusal is checked in
 tests/integration/test_smoke.py.
 """
@@ -10,58 +10,16 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
-
-import docker.errors
-import requests
 
 from torchimages import bench
 from torchimages.containers import Containers
 from torchimages.smoke import SmokeRunner, run_pytest
 
-REFUSED = 'could not select device driver "" with capabilities: [[gpu]]'
-
-
-class RecordedEngine:
-    """The few API calls start_container and exec make, answered as an engine would."""
-
-    def __init__(self, *, refuse_gpus: bool, smi: tuple[int, bytes] = (0, b"GPU 0: NVIDIA H200 (UUID: GPU-1)\n")) -> None:
-        self.refuse_gpus, self.smi = refuse_gpus, smi
-        self.created: list[dict[str, Any]] = []
-        self.removed: list[str] = []
-        self.stderr = b""
-
-    def create_host_config(self, **options: Any) -> dict[str, Any]:
-        return options
-
-    def create_container(self, tag: str, **options: Any) -> dict[str, str]:
-        self.created.append(options["host_config"])
-        return {"Id": f"c{len(self.created)}"}
-
-    def start(self, container: str) -> None:
-        if self.refuse_gpus and self.created[-1]["device_requests"]:
-            response = requests.Response()
-            response.status_code = 500
-            raise docker.errors.APIError("500 Server Error", response=response, explanation=REFUSED)
-
-    def remove_container(self, container: str, force: bool = False) -> None:
-        self.removed.append(container)
-
-    def exec_create(self, container: str, command: list[str]) -> str:
-        return "exec"
-
-    def exec_start(self, exec_id: str, demux: bool = False) -> bytes | tuple[bytes | None, bytes | None]:
-        return (self.smi[1], self.stderr) if demux else self.smi[1] + self.stderr
-
-    def put_archive(self, container: str, path: str, data: bytes) -> bool:
-        return True
-
-    def exec_inspect(self, exec_id: str) -> dict[str, int]:
-        return {"ExitCode": self.smi[0]}
+from .fake_engine import REFUSED, FakeEngine
 
 
 def test_an_engine_without_the_toolkit_is_asked_once_then_gets_containers_without_gpus() -> None:
-    engine = RecordedEngine(refuse_gpus=True)
+    engine = FakeEngine(refuse_gpus=True)
     runner = Containers(engine)
     assert runner.start("img") == "c2" and runner.start("img") == "c3"
     assert [bool(c["device_requests"]) for c in engine.created] == [True, False, False]
@@ -73,7 +31,7 @@ def test_an_engine_without_the_toolkit_is_asked_once_then_gets_containers_withou
 
 
 def test_gpus_are_requested_without_an_nvidia_runtime_and_counted_from_nvidia_smi() -> None:
-    engine = RecordedEngine(refuse_gpus=False, smi=(0, b"GPU 0: NVIDIA H200 (UUID: GPU-1)\nGPU 1: NVIDIA H200 (UUID: GPU-2)\n"))
+    engine = FakeEngine(refuse_gpus=False, smi=(0, b"GPU 0: NVIDIA H200 (UUID: GPU-1)\nGPU 1: NVIDIA H200 (UUID: GPU-2)\n"))
     runner = Containers(engine)
     container = runner.start("img")
     assert engine.created[0]["device_requests"] and runner.gpu_request is True
@@ -82,7 +40,7 @@ def test_gpus_are_requested_without_an_nvidia_runtime_and_counted_from_nvidia_sm
 
 def test_an_nvidia_smi_error_is_an_error_not_zero_gpus() -> None:
     failure = b"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
-    runner = Containers(RecordedEngine(refuse_gpus=False, smi=(9, failure)))
+    runner = Containers(FakeEngine(refuse_gpus=False, smi=(9, failure)))
     container = runner.start("img")
     count, error = runner.gpus(container)
     assert count == 0 and error and "nvidia-smi failed in the container" in error and "couldn't communicate" in error
@@ -118,7 +76,7 @@ RESULT = b'{"device": "cpu", "torch": "2.13.0", "rows": [], "note": ""}\n'
 
 
 def test_the_bench_reads_its_result_from_stdout_only() -> None:
-    engine = RecordedEngine(refuse_gpus=True, smi=(0, RESULT))
+    engine = FakeEngine(refuse_gpus=True, smi=(0, RESULT))
     engine.stderr = b'{"warning": "a library printed JSON-looking text on stderr"}\n'
     result = bench.in_image(SmokeRunner(api=engine), "img", 0.1)
     assert result == {"device": "cpu", "torch": "2.13.0", "rows": [], "note": ""}
@@ -126,7 +84,7 @@ def test_the_bench_reads_its_result_from_stdout_only() -> None:
 
 
 def test_a_failing_image_is_an_error_result_not_a_traceback() -> None:
-    engine = RecordedEngine(refuse_gpus=True, smi=(1, b""))
+    engine = FakeEngine(refuse_gpus=True, smi=(1, b""))
     engine.stderr = b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
     result = bench.in_image(SmokeRunner(api=engine), "img", 0.1)
     assert result == {"error": "the benchmark exited 1: Traceback (most recent call last): | RuntimeError: CUDA error: "

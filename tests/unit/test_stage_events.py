@@ -17,6 +17,8 @@ from torchimages.progress import LiveProgress, LogFiles, PlainProgress, fan_out
 from torchimages.report import ImageRecord, Report, SmokeStage
 from torchimages.smoke import Check, SmokeResult, Target
 
+from .fake_engine import FakeEngine
+
 PLAIN_LINE = re.compile(r"^\d\d:\d\d:\d\d \+\s*[\d.]+s (\S+) (.*)$")
 
 
@@ -26,10 +28,7 @@ class RecordedRunner:
 
     def __init__(self, results: dict[str, SmokeResult]) -> None:
         self.results = results
-        self.api = self
-
-    def inspect_image(self, tag: str) -> dict:
-        return {"Id": f"sha256:{tag}"}
+        self.api = FakeEngine(images={f"r/{image}:v1": {"Id": f"sha256:r/{image}:v1"} for image in results})
 
     def run(self, target: Target) -> SmokeResult:
         return self.results[target.image]
