@@ -3,6 +3,7 @@ the release's report, each table printed, and the AMP speed gate; torchimages.be
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,10 @@ from .specs import Plan
 from .workspace import Workspace
 
 
-def in_images(plan: Plan, release: str, workspace: Workspace, *, only: tuple[str, ...], seconds: float,
+def in_images(plan: Plan, release: str, workspace: Workspace, *, selection: Selection, seconds: float,
               report: Path | None) -> dict[str, dict[str, Any]]:
-    """The benchmark in each image named by `only` (default: the base images), recorded in the release's report."""
-    selection = Selection(only=only, variants=() if only else ("base",))
+    """The benchmark in each selected image (nothing named: the base images), recorded in the release's report."""
+    selection = measured_by_default(selection)
     runner = bench.runner()
     results = {job.image: bench.in_image(runner, job.tag, seconds)
                for job in buildjobs.select(plan, release, workspace.images(), selection)}
@@ -29,6 +30,12 @@ def in_images(plan: Plan, release: str, workspace: Workspace, *, only: tuple[str
             record.bench = results[record.image]
     run_report.write(path)
     return results
+
+
+def measured_by_default(selection: Selection) -> Selection:
+    """What bench measures: the images named, or, when no image or variant is named, the base images (a variant
+    adds a service, not speed)."""
+    return selection if selection.only or selection.variants else replace(selection, variants=("base",))
 
 
 def shown(results: dict[str, dict[str, Any]], min_amp_speedup: float | None) -> int:

@@ -188,14 +188,14 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
 @main.command(name="bench")
 @matrix_option
 @tag_option("Release tag of the built images, e.g. v2.7 (not with --local).")
-@click.option("--only", multiple=True, metavar="GLOB", help="Image names to measure (repeatable; default: base images).")
+@selection_options
 @click.option("--local", is_flag=True, help="Measure this host's own Python instead of images.")
 @click.option("--seconds", default=2.0, show_default=True, help="Measuring time per case.")
 @click.option("--min-amp-speedup", type=float, help="Exit 1 unless AMP fp16 is at least this many times faster.")
 @report_option()
-def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ...], local: bool, seconds: float,
-                  min_amp_speedup: float | None, report: Path | None) -> None:
-    """Training throughput: cudnn.benchmark off/on, fp32 vs AMP fp16/bf16, TF32 off/on."""
+def bench_command(*, matrix_path: Path, release: str | None, local: bool, seconds: float,
+                  min_amp_speedup: float | None, report: Path | None, **values: object) -> None:
+    """Training throughput: cudnn.benchmark off/on, fp32 vs AMP fp16/bf16, TF32 off/on (default: the base images)."""
     from . import bench, benchstage
 
     if local:
@@ -204,7 +204,8 @@ def bench_command(*, matrix_path: Path, release: str | None, only: tuple[str, ..
         raise click.UsageError("--tag is required (or --local)")
     else:
         plan = load_plan(matrix_path, quiet=True)
-        results = benchstage.in_images(plan, release, Workspace(matrix_path), only=only, seconds=seconds, report=report)
+        results = benchstage.in_images(plan, release, Workspace(matrix_path), selection=selection_from(values),
+                                       seconds=seconds, report=report)
     sys.exit(benchstage.shown(results, min_amp_speedup))
 
 

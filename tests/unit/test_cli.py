@@ -96,3 +96,15 @@ def test_dry_run_filters_and_brings_the_base_along() -> None:
 def test_render_requires_a_tag() -> None:
     result = run_cli("render", "--out", "/tmp/unused-render-out")
     assert result.returncode == 2 and "--tag is required" in result.stderr
+
+
+def test_bench_measures_the_base_images_unless_images_are_named() -> None:
+    from torchimages.benchstage import measured_by_default
+    from torchimages.buildjobs import Selection
+
+    assert measured_by_default(Selection()).variants == ("base",)
+    assert measured_by_default(Selection(flavors=("cpu",))) == Selection(flavors=("cpu",), variants=("base",))
+    assert measured_by_default(Selection(only=("torch*-jupyter",))) == Selection(only=("torch*-jupyter",))
+    assert measured_by_default(Selection(variants=("ssh",))) == Selection(variants=("ssh",))
+    helped = run_cli("bench", "--help")
+    assert helped.stdout.count("--only") == 1 and "--flavor" in helped.stdout and "--variant" in helped.stdout
