@@ -162,7 +162,7 @@ class BuildRunner:
             digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
             labels = {CONTENT_LABEL: digest} if digest else None
             previous = None if self.engine.no_cache else self.cache.reusable(job.image, digest)
-            reused = previous and self._pulled(job.image, previous) and self._labelled(job.image, previous, digest)
+            reused = bool(previous) and self._pulled(job.image, previous) and self._labelled(job.image, previous, digest)
             if reused:
                 outcome = self._stamp(job, previous, context, Path(tmp) / "stamp", labels)
             else:

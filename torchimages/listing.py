@@ -13,12 +13,12 @@ COLUMNS = ("image", "variant", "flavor", "torch", "cuda", "cudnn", "nccl", "pyth
 
 def image_rows(plan: Plan, release: str, workspace: Workspace, *, per: str = "image") -> list[dict]:
     """One row per image (bases and variants), in build order; per entry: its base's row with the entry's images."""
-    rows = []
+    rows, folder = [], workspace.images()  # the matrix path is resolved once, not per image
     for spec in plan.specs:
         for variant, image in spec.images():
             rows.append({
                 "image": image, "entry": spec.name, "variant": variant, "tag": plan.tag(release, image),
-                "flavor": spec.flavor, **spec.versions(), "base_image": spec.base_image, "context": str(workspace.context(image)),
+                "flavor": spec.flavor, **spec.versions(), "base_image": spec.base_image, "context": str(folder / image),
             })
     if per == "entry":
         rows = [{**row, "images": [r["image"] for r in rows if r["entry"] == row["entry"]]}

@@ -253,7 +253,7 @@ def check_current(plan: Plan, release: str, folder: Path, unpinned: list[str]) -
         consoles.err.print(f"{problem}: run python build.py lock")
     if stale:
         consoles.err.print(f"{folder} is stale for release {release} ({len(stale)} files differ); "
-                  f"run: python build.py render --tag {release}")
+                           f"run: python build.py render --tag {release}")
         for path in stale[:20]:
             consoles.err.print(f"  {path}")
     if stale or unpinned:

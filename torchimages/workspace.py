@@ -26,10 +26,6 @@ class Workspace:
             return Path("images")
         return Path("images") / self.matrix.stem
 
-    def context(self, image: str, given: Path | None = None) -> Path:
-        """One image's build context."""
-        return self.images(given) / image
-
     @property
     def lock(self) -> Path:
         """matrix.yaml -> matrix.lock, beside it."""

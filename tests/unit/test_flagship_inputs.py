@@ -159,15 +159,14 @@ def test_a_measurement_that_is_not_two_byte_counts_is_no_floor(output: str) -> N
 
 
 def test_the_floor_meter_measures_the_os_base_once_and_the_image_as_root() -> None:
-    measure = MEASURE
     engine = FakeEngine(images={"debian": {"Size": 100_000_000}})
     meter = FloorMeter(engine)
-    engine.runs[measure] = (0, b"80000000\n0\n")  # the OS base: its dpkg bytes, no Python folders
+    engine.runs[MEASURE] = (0, b"80000000\n0\n")  # the OS base: its dpkg bytes, no Python folders
     assert meter.floor("img", "debian") == 100_000_000  # measured against itself: nothing installed
-    engine.runs[measure] = (0, b"380000000\n5000000000\n")  # the image: its dpkg and its venv
+    engine.runs[MEASURE] = (0, b"380000000\n5000000000\n")  # the image: its dpkg and its venv
     assert meter.floor("img", "debian") == 100_000_000 + 300_000_000 + 5_000_000_000
     assert len(engine.created) == 3, "the OS base is measured once"
-    engine.runs[measure] = (1, b"du: broken\n")
+    engine.runs[MEASURE] = (1, b"du: broken\n")
     assert meter.floor("img", "debian") is None, "a failed measurement is no floor"
     assert meter.floor("img", "no-such-base") is None
     assert engine.removed == [f"c{i}" for i in range(1, len(engine.created) + 1)], "every container is removed"

@@ -49,8 +49,8 @@ def uncovered(arch_list, claimed):
 
 
 def declared_archs(value):
-    """The compute capabilities a TORCH_CUDA_ARCH_LIST value names ('8.0 9.0+PTX' or '8.0;9.0'), '+PTX' dropped;
-    words that name none ('Auto', '9.0a' aside: its capability is 9.0) are returned as they are, to be reported."""
+    """The compute capabilities a TORCH_CUDA_ARCH_LIST value names ('8.0 9.0+PTX' or '8.0;9.0'), '+PTX' and the
+    'a'/'f' suffixes dropped ('9.0a' is 9.0); a word that names none ('Auto') is kept as it is, to be reported."""
     found = []
     for word in str(value or "").replace(";", " ").split():
         capability = word[:-4] if word.upper().endswith("+PTX") else word
