@@ -145,7 +145,7 @@ MUTATIONS = [
     Mutation("torchimages/manifest.py", "    if path.is_dir():\n        raise UserError(f\"--manifest",
              "    if False:\n        raise UserError(f\"--manifest", "release path: a folder as --manifest accepted"),
     Mutation("torchimages/manifest.py",
-             "    if manifest.candidate and len(pushed_release(manifest.release, manifest.candidate)) > MAX_TAG:",
+             "    if manifest.candidate and len(manifest.pushed.name) > MAX_TAG:",
              "    if False:", "release path: a candidate tag over 128 characters accepted"),
     Mutation("torchimages/promotestage.py", "    manifest.check_writable(release_path)\n",
              "", "release path: promote checks its manifest path after the tags"),

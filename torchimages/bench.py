@@ -11,11 +11,9 @@ import subprocess
 import sys
 from typing import Any
 
-import docker.errors
-import requests
 from rich.table import Table
 
-from .engine import Engine
+from .engine import ENGINE_ERRORS
 from .errors import UserError
 from .settings import SETTINGS
 from .smoke import SmokeRunner
@@ -25,8 +23,8 @@ TIMEOUT = 1800
 
 
 def runner() -> SmokeRunner:
-    """A runner on the engine's own client, which waits longer (3600 s) than the benchmark may run (TIMEOUT)."""
-    return SmokeRunner(api=Engine().api)
+    """A runner on an engine connection that waits longer (3600 s) than the benchmark may run (TIMEOUT)."""
+    return SmokeRunner()
 
 
 def in_image(runner: SmokeRunner, tag: str, seconds: float) -> dict[str, Any]:
@@ -40,7 +38,7 @@ def in_image(runner: SmokeRunner, tag: str, seconds: float) -> dict[str, Any]:
         containers.upload(container, [SCRIPT], "torchimages-bench")
         code, stdout, stderr = containers.exec_split(container, ["python", "/tmp/torchimages-bench/train_bench.py",
                                                                  str(seconds)], TIMEOUT)
-    except (docker.errors.DockerException, requests.RequestException) as exc:
+    except ENGINE_ERRORS as exc:
         return {"error": f"the benchmark could not run in {tag}: {exc}"}
     finally:
         containers.remove_all()

@@ -25,7 +25,7 @@ from .specs import Plan
 from .workspace import Workspace
 
 if TYPE_CHECKING:
-    from .publish import Credentials
+    from .registry import Credentials
 
 STEP_SHOWN = 200  # characters of the failed step a failure message shows
 
@@ -128,7 +128,7 @@ def stop_on_sigterm(runner: BuildRunner) -> Iterator[None]:
 def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outcomes: dict[str, BuildOutcome],
                 engine: Engine, logs: LogFiles) -> Report:
     report = Report(release=options.release, matrix=plan.file)
-    meter = FloorMeter(engine.api, known=known_floors(options.report_path))
+    meter = FloorMeter(engine, known=known_floors(options.report_path))
     for job in jobs:
         outcome = outcomes[job.image]
         record = ImageRecord(

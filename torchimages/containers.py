@@ -18,21 +18,27 @@ import docker
 import docker.errors
 import docker.types
 
+from .engine import Engine
+
 SHM_SIZE = "2g"  # DataLoader workers and NCCL pass tensors through /dev/shm (64 MB by default)
 LABEL = {"io.torchimages.smoke": "1"}  # every container this tool starts carries it
 
 
 class Containers:
-    """The containers one runner starts; `with Containers(api) as containers:` removes them at the end."""
+    """The containers one runner starts; `with Containers(engine) as containers:` removes them at the end."""
 
-    def __init__(self, api: docker.APIClient, *, shm_size: str | None = SHM_SIZE) -> None:
-        self.api = api
+    def __init__(self, engine: Engine, *, shm_size: str | None = SHM_SIZE) -> None:
+        self.engine = engine
         self.shm_size = shm_size  # None: Docker's default 64 MB, as a user who forgets --shm-size gets
         # Every container asks for all GPUs, as `docker run --gpus all` does (the NVIDIA container toolkit needs no
         # `nvidia` runtime in `docker info`); an engine that refuses the request is remembered, and asked no more.
         self.gpu_request: bool | None = None
         self.gpu_note = ""
         self.started: list[str] = []
+
+    @property
+    def api(self) -> docker.APIClient:
+        return self.engine.api  # the calling thread's connection
 
     def __enter__(self) -> Containers:
         return self

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,8 @@ COMMAND_FAILED = (re.compile(r"^The command '.*' returned a non-zero code: (\d+)
                   re.compile(r'^process ".*" did not complete successfully: exit code: (\d+)$', re.S))
 MISSING_BASE = ("pull access denied", "not found", "no such host", "manifest unknown", "repository does not exist",
                 "failed to resolve", "no basic auth credentials", "unauthorized")
+# What a call through the seam may raise: the SDK's errors, and the HTTP client's when the connection fails.
+ENGINE_ERRORS: tuple[type[Exception], ...] = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 class EngineUnavailable(UserError):
@@ -62,17 +65,22 @@ def engine_address() -> str:
 
 class Engine:
     """The engine every stage shares: one SDK connection per thread (a client is not shared between concurrent
-    builds) and the image queries (pull, ID, labels, size). The builders (torchimages.classic, torchimages.buildkit)
-    build on it; containers go through torchimages.containers."""
+    builds), the image queries (pull, ID, labels, configuration, size) and the image moves (tag, push). The seam:
+    only the builders (torchimages.classic; torchimages.buildkit drives the docker CLI) and torchimages.containers
+    use `api`, the SDK's client; every other stage asks these methods. `api` given: that client, in every thread (the
+    unit tests' fake engine)."""
 
-    def __init__(self, timeout: int = 3600, *, no_cache: bool = False) -> None:
+    def __init__(self, timeout: int = 3600, *, no_cache: bool = False, api: docker.APIClient | None = None) -> None:
         self.timeout = timeout
         self.no_cache = no_cache
         self._local = threading.local()
+        self._given = api
         _ = self.api  # connect now, so an absent engine fails before any work starts
 
     @property
     def api(self) -> docker.APIClient:
+        if self._given is not None:
+            return self._given
         client = getattr(self._local, "client", None)
         if client is None:
             client = connect(self.timeout)
@@ -99,14 +107,32 @@ class Engine:
         except docker.errors.ImageNotFound:
             return None
 
+    def image_exists(self, reference: str) -> bool:
+        return image_exists(self.api, reference)
+
     def image_labels(self, reference: str) -> dict[str, str]:
         """The labels of a local image ({} when it has none)."""
-        return dict(self.api.inspect_image(reference)["Config"].get("Labels") or {})
+        return dict(self.image_config(reference).get("Labels") or {})
+
+    def image_config(self, reference: str) -> dict[str, Any]:
+        """A local image's configuration (user, labels, environment, entrypoint, command)."""
+        return dict(self.api.inspect_image(reference)["Config"] or {})
+
+    def image_size(self, reference: str) -> int:
+        """A local image's size in bytes, as `docker images` shows it."""
+        return int(self.api.inspect_image(reference)["Size"])
 
     def image_info(self, tag: str) -> dict[str, Any]:
         """ID, size in bytes and layer count of a built image."""
         data = self.api.inspect_image(tag)
         return {"id": data["Id"], "size": data["Size"], "layers": len(data["RootFS"]["Layers"])}
+
+    def tag(self, image_id: str, repository: str, tag: str) -> None:
+        self.api.tag(image_id, repository, tag)
+
+    def push(self, repository: str, tag: str, auth_config: dict[str, str] | None) -> Iterator[dict[str, Any]]:
+        """The push's stream, chunk by chunk: errors arrive inside it, so the caller reads it to its end."""
+        yield from self.api.push(repository, tag=tag, stream=True, decode=True, auth_config=auth_config)
 
 
 

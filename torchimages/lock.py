@@ -148,7 +148,7 @@ def registry_resolver() -> Resolver:
     """Resolve through each registry's API: anonymous tokens (Docker Hub, nvcr.io), or what docker login stored."""
     import requests  # here, not at the top: validate and render never talk to a registry
 
-    from .publish import credentials_from_docker_config, registry_client
+    from .registry import credentials_from_docker_config, registry_client
 
     def resolve(location: Location) -> str | None:
         client = registry_client(location.api_host, credentials_from_docker_config(location.login_host))

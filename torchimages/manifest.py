@@ -20,7 +20,7 @@ from . import grammar
 from .checkedjson import Fields, contained, digest_problem, load, relative_path_problem, sha256_problem
 from .errors import UserError, visible
 from .matrix import VARIANTS
-from .specs import NAME, REGISTRY, image_tag, pushed_release, release_problem
+from .specs import NAME, REGISTRY, Release, image_tag, release_problem
 
 MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
@@ -116,9 +116,13 @@ class ReleaseManifest:
     candidate: str | None = None  # a candidates' manifest: its images are under RELEASE-CANDIDATE-IMAGE
     promoted_from: str | None = None  # a release's manifest: the candidate its tags were promoted from
 
+    @property
+    def pushed(self) -> Release:
+        return Release(self.release, self.candidate)
+
     def pushed_tag(self, image: str) -> str:
         """The tag an image is under in this manifest: its candidate tag, or its release tag."""
-        return image_tag(pushed_release(self.release, self.candidate), image)
+        return self.pushed.image_tag(image)
 
     def release_tag(self, image: str) -> str:
         return image_tag(self.release, image)
@@ -162,7 +166,7 @@ def read(path: Path) -> ReleaseManifest:
                                candidate=top.text("candidate", tag_part_problem, optional=True),
                                promoted_from=top.text("promoted_from", tag_part_problem, optional=True),
                                repository=top.required_text("repository", repository_problem), images=())
-    if manifest.candidate and len(pushed_release(manifest.release, manifest.candidate)) > MAX_TAG:
+    if manifest.candidate and len(manifest.pushed.name) > MAX_TAG:
         top.refuse("candidate", f"release and candidate make a tag longer than {MAX_TAG} characters")
     images = [read_image(Fields(str(path), data, where, allowed=IMAGE_FIELDS), manifest, path.parent)
               for where, data in top.objects("images")]

@@ -14,7 +14,7 @@ from . import matrix as matrix_stage
 from .buildinputs import BuildInputs
 from .errors import UserError
 from .matrix import FLAVORS, VARIANTS
-from .specs import Plan, pushed_release, release_problem
+from .specs import Plan, Release, release_problem
 
 if TYPE_CHECKING:
     from .budget import Budget
@@ -184,15 +184,16 @@ def push_options_from(plan: Plan, values: dict, release: str | None = None) -> P
     from .publishstage import PushOptions
 
     candidate = values.get("candidate")
-    if candidate is not None and (not release or not candidate or release_problem(pushed_release(release, candidate))):
+    pushed = Release(release, candidate) if release else None
+    if candidate is not None and (pushed is None or pushed.problem()):
         raise UserError(f"--candidate {candidate!r} does not make a valid tag after {release}-: use letters, digits, "
                         "'.', '_' and '-', e.g. rc.42")
-    if candidate is not None and release:
-        planning.check_tag_lengths(plan, pushed_release(release, candidate), "--candidate")
+    if pushed is not None and candidate is not None:
+        planning.check_tag_lengths(plan, pushed.name, "--candidate")
     return PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
                        password_env=values["password_env"], password_stdin=values["password_stdin"],
                        registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"],
-                       candidate=candidate)
+                       release=pushed)
 
 
 def build_options_from(release: str, images_dir: Path, values: dict, *, repository: str) -> BuildOptions:

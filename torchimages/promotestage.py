@@ -8,13 +8,13 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from . import manifest, publish
+from . import manifest
 from . import promote as promotion
 from .consoles import err, out
 from .errors import UserError, visible
 from .events import EventSink
 from .publishstage import PushOptions
-from .registry import split_reference
+from .registry import registry_client, split_reference
 from .specs import Plan
 from .workspace import Workspace
 
@@ -37,7 +37,7 @@ def run(plan: Plan, candidates: manifest.ReleaseManifest, release_path: Path, op
     """Promote every image of the matrix's release (checked_candidates), or none; the exit code (1: refused or
     incomplete)."""
     release = candidates.release
-    registry = publish.registry_client(split_reference(options.repository)[0], options.credentials(), options.registry_ca)
+    registry = registry_client(split_reference(options.repository)[0], options.credentials(), options.registry_ca)
     expected = [name for spec in plan.specs for name in spec.image_names()]
     try:
         promotions = promotion.plan(candidates, expected)

@@ -8,27 +8,22 @@ forced; an identical image is not pushed again.
 
 from __future__ import annotations
 
-import json
-import os
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-import docker
-import docker.auth
-import docker.errors
 import requests
 
 from .checkedjson import contained
+from .engine import ENGINE_ERRORS, Engine
 from .errors import UserError
 from .events import EventSink, Kind, StageEvent, ignore
 from .manifest import ManifestImage, ReleaseManifest, SbomFile, SmokeCounts
-from .registry import RegistryClient, split_reference
+from .registry import Credentials, registry_client, split_reference
 from .report import ImageRecord, PushStage, Report
-from .specs import image_tag, pushed_release
+from .specs import Release
 
 T = TypeVar("T")
 TRANSIENT = ("connection refused", "connection reset", "timeout", "eof", "502", "503", "504", "blob upload unknown",
@@ -40,15 +35,6 @@ class PushError(Exception):
     def __init__(self, message: str, *, transient: bool) -> None:
         super().__init__(message)
         self.transient = transient
-
-
-@dataclass(frozen=True)
-class Credentials:
-    username: str
-    password: str
-
-    def auth_config(self) -> dict[str, str]:
-        return {"username": self.username, "password": self.password}
 
 
 @dataclass
@@ -69,14 +55,14 @@ class PushOutcome:
 
 
 class Publisher:
-    def __init__(self, api: docker.APIClient, repository: str, *, credentials: Credentials | None,
+    def __init__(self, engine: Engine, repository: str, release: Release, *, credentials: Credentials | None,
                  ca: Path | None = None, force: bool = False, retries: int = 3, backoff: float = 1.0,
-                 emit: EventSink = ignore, candidate: str | None = None) -> None:
-        self.api, self.repository, self.credentials = api, repository, credentials
+                 emit: EventSink = ignore) -> None:
+        self.engine, self.repository, self.credentials = engine, repository, credentials
         host, self.name = split_reference(repository)
         self.registry = registry_client(host, credentials, ca)
         self.force, self.retries, self.backoff, self.emit = force, retries, backoff, emit
-        self.candidate = candidate  # pushes go to RELEASE-CANDIDATE-IMAGE; `promote` makes them release tags
+        self.release = release  # a candidate's pushes go to RELEASE-CANDIDATE-IMAGE; `promote` makes them release tags
 
     def check_login(self) -> None:
         """Fail early, before anything is pushed, when the registry refuses these credentials."""
@@ -90,19 +76,21 @@ class Publisher:
 
     def publish(self, report: Report) -> list[PushOutcome]:
         """Push every image whose smoke suite passed; a failed base stops its variants."""
+        if report.release != self.release.tag:  # its images would go under another release's tags
+            raise UserError(f"the report is of release {report.release}, not {self.release.tag}")
         outcomes: list[PushOutcome] = []
         failed_entries: set[str] = set()
         for record in report.images:
             self.emit(StageEvent(record.image, "queued", stage="push"))
         for record in report.images:
-            tag = image_tag(pushed_release(report.release, self.candidate), record.image)
+            tag = self.release.image_tag(record.image)
             reference = f"{self.repository}:{tag}"
             if why := not_pushed_because(record, failed_entries):
                 outcome = PushOutcome(record.image, reference, error=f"not pushed: {why}", tried=False)
             else:
                 self.emit(StageEvent(record.image, "started", reference, stage="push"))
                 outcome = self._publish_one(record, tag)
-            outcome.candidate = self.candidate
+            outcome.candidate = self.release.candidate
             if outcome.error and record.variant == "base":
                 failed_entries.add(record.entry)
             record.push = outcome.stage()
@@ -116,7 +104,10 @@ class Publisher:
         reference = f"{repository}:{tag}"
         outcome = PushOutcome(record.image, reference)
         try:
-            local_id = self.api.inspect_image(record.tag)["Id"]
+            local_id = self.engine.image_id(record.tag)
+            if local_id is None:
+                outcome.error = f"{record.tag} is not on this engine: build and test it again before pushing"
+                return outcome
             tested = tested_image_id(record)
             if tested and local_id != tested:
                 outcome.error = (f"refused: {record.tag} now points at {local_id[:19]}, not the image its smoke suite "
@@ -130,7 +121,7 @@ class Publisher:
                 outcome.error = (f"refused: {reference} already points at another image ({remote.digest}); release "
                                  "tags are immutable: choose a new --tag, or --force to move it")
                 return outcome
-            self.api.tag(local_id, repository, tag)  # by ID: the tested image, even if record.tag moves now
+            self.engine.tag(local_id, repository, tag)  # by ID: the tested image, even if record.tag moves now
             outcome.digest, outcome.size = self._retrying(outcome, f"pushing {reference}",
                                                           lambda: self._push(record.image, repository, tag))
             outcome.pushed = True
@@ -139,7 +130,7 @@ class Publisher:
                 outcome.error = f"the registry reports {readback.digest if readback else 'no such tag'} after the push"
         except PushError as exc:
             outcome.error = str(exc)
-        except (docker.errors.DockerException, requests.RequestException) as exc:
+        except ENGINE_ERRORS as exc:
             outcome.error = f"{type(exc).__name__}: {exc}"
         return outcome
 
@@ -165,7 +156,7 @@ class Publisher:
         auth = self.credentials.auth_config() if self.credentials else None
         digest, size = None, None
         try:
-            for chunk in self.api.push(repository, tag=tag, stream=True, decode=True, auth_config=auth):
+            for chunk in self.engine.push(repository, tag, auth):
                 if "error" in chunk:
                     message = str((chunk.get("errorDetail") or {}).get("message") or chunk["error"])
                     raise PushError(message, transient=is_transient(message))
@@ -174,7 +165,7 @@ class Publisher:
                 aux = chunk.get("aux") or {}
                 if "Digest" in aux:
                     digest, size = aux["Digest"], aux.get("Size")
-        except (docker.errors.APIError, requests.RequestException) as exc:
+        except ENGINE_ERRORS as exc:
             raise PushError(str(exc), transient=is_transient(str(exc))) from None
         if digest is None:
             raise PushError("the push stream ended without a digest", transient=True)
@@ -207,50 +198,6 @@ def tested_image_id(record: ImageRecord) -> str | None:
 def is_transient(message: str) -> bool:
     lowered = message.lower()
     return not any(marker in lowered for marker in DENIED) and any(marker in lowered for marker in TRANSIENT)
-
-
-def credentials_from_docker_config(host: str) -> Credentials | None:
-    """Credentials `docker login HOST` stored: in the docker config (DOCKER_CONFIG or ~/.docker), or in the credential
-    helper it names (credsStore, credHelpers: Docker Desktop, ECR, GCR), read through the Docker SDK as docker does."""
-    path = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
-    try:
-        raw = json.loads(path.read_text())
-    except OSError:
-        return None
-    except ValueError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc}); fix it or log in again") from None
-    if not isinstance(raw, dict) or not raw:
-        return None
-    try:
-        with warnings.catch_warnings():  # the SDK warns about a missing helper, then raises: the raise is reported
-            warnings.simplefilter("ignore")
-            entry = docker.auth.load_config(config_dict=raw).resolve_authconfig(host)
-    except docker.errors.InvalidConfigFile as exc:
-        raise UserError(f"{path}: {exc}; run docker login {host} again") from None
-    except docker.errors.DockerException as exc:  # a helper that is missing or fails
-        raise UserError(f"{path}: the credential helper for {host} failed: {exc}") from None
-    except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
-        raise UserError(f"{path}: the credentials stored for {host} are not base64 user:password; "
-                        f"run docker login {host} again") from None
-    if not entry:
-        return None
-    if entry.get("IdentityToken"):
-        raise UserError(f"{path}: {host} has an identity token, not a user and password; give --registry-user and "
-                        "TORCHIMAGES_REGISTRY_PASSWORD (or --password-stdin)")
-    username, password = entry.get("Username") or entry.get("username"), entry.get("Password") or entry.get("password")
-    return Credentials(str(username), str(password)) if username and password else None
-
-
-def registry_client(host: str, credentials: Credentials | None, ca: Path | None = None) -> RegistryClient:
-    """The registry API of `host` as these credentials, trusting `ca` or the engine's CA for it (default_ca)."""
-    return RegistryClient(host, username=credentials.username if credentials else None,
-                          password=credentials.password if credentials else None, ca=ca or default_ca(host))
-
-
-def default_ca(host: str) -> Path | None:
-    """The CA the engine trusts for this registry, if any (/etc/docker/certs.d/HOST[:PORT]/ca.crt)."""
-    path = Path("/etc/docker/certs.d") / host / "ca.crt"
-    return path if path.is_file() else None
 
 
 def manifest(reports: list[Report], repository: str) -> ReleaseManifest:

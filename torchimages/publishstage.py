@@ -8,13 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import docker
-
 from . import grammar, manifest, publish
+from .engine import Engine
 from .errors import UserError
 from .events import EventSink, StageEvent
+from .registry import Credentials, credentials_from_docker_config
 from .report import ImageRecord, Report
-from .specs import REGISTRY, pushed_release
+from .specs import REGISTRY, Release
 from .workspace import Workspace
 
 
@@ -27,19 +27,19 @@ class PushOptions:
     registry_ca: Path | None = None
     force: bool = False
     manifest_path: Path | None = None
-    candidate: str | None = None  # push under RELEASE-CANDIDATE-IMAGE tags, for `promote`
+    release: Release | None = None  # what is pushed: RELEASE[-CANDIDATE]-IMAGE tags; None for promote, which pushes none
 
-    def credentials(self) -> publish.Credentials | None:
+    def credentials(self) -> Credentials | None:
         """From --registry-user with the password from the environment or stdin, else the docker config."""
         self.check()
         if not self.registry_user:
-            return publish.credentials_from_docker_config(self.repository.split("/", 1)[0])
+            return credentials_from_docker_config(self.repository.split("/", 1)[0])
         # rstrip("\r\n"): a password piped from a file written on Windows keeps no carriage return.
         password = sys.stdin.readline().rstrip("\r\n") if self.password_stdin else os.environ.get(self.password_env, "")
         if not password:
             raise UserError(f"--registry-user needs a password: set {self.password_env} or use --password-stdin "
                             "(never on the command line)")
-        return publish.Credentials(self.registry_user, password)
+        return Credentials(self.registry_user, password)
 
     def check(self) -> None:
         """Refusals that need no registry: made before anything is built."""
@@ -85,14 +85,16 @@ def check_repository(repository: str) -> None:
                         "HOST[:PORT]/PATH, e.g. registry.example.com/ml/pytorch")
 
 
-def push_report(api: docker.APIClient, report: Report, options: PushOptions, emit: EventSink,
-                credentials: publish.Credentials | None, *, report_path: Path) -> tuple[bool, str]:
+def push_report(engine: Engine, report: Report, options: PushOptions, emit: EventSink,
+                credentials: Credentials | None, *, report_path: Path) -> tuple[bool, str]:
     """Push what passed its smoke suite with its SBOM, and write the manifest: whether every push succeeded, and what
     was written."""
-    publisher = publish.Publisher(api, options.repository, credentials=credentials, ca=options.registry_ca,
-                                  force=options.force, emit=emit, candidate=options.candidate)
-    name = pushed_release(report.release, options.candidate)
-    path = Workspace.release_manifest(name, options.manifest_path)
+    if options.release is None:
+        raise UserError("a push needs the release it is of: --tag")
+    release = options.release
+    publisher = publish.Publisher(engine, options.repository, release, credentials=credentials,
+                                  ca=options.registry_ca, force=options.force, emit=emit)
+    path = Workspace.release_manifest(release.name, options.manifest_path)
     manifest.check_writable(path)  # before the first push, not after the last
     publisher.check_login()
     outcomes = publisher.publish(report)

@@ -1,10 +1,13 @@
-"""The registry's HTTP API (distribution v2): read a tag's manifest digest and config digest."""
+"""The registry's HTTP API (distribution v2): read a tag's manifest digest and config digest; the credentials for it
+(--registry-user, or what `docker login` stored) and the CA it is trusted with."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -13,7 +16,7 @@ import requests
 
 from . import grammar
 from .checkedjson import digest_problem
-from .errors import visible
+from .errors import UserError, visible
 
 MANIFEST_TYPES = ", ".join((
     "application/vnd.docker.distribution.manifest.v2+json",
@@ -137,3 +140,59 @@ def checked_digest(value: str | None, what: str) -> str:
     if why:
         raise requests.RequestException(f"{what}: the registry answered the digest {visible(value or '')[:80]!r}; {why}")
     return str(value)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str
+
+    def auth_config(self) -> dict[str, str]:
+        return {"username": self.username, "password": self.password}
+
+
+def credentials_from_docker_config(host: str) -> Credentials | None:
+    """Credentials `docker login HOST` stored: in the docker config (DOCKER_CONFIG or ~/.docker), or in the credential
+    helper it names (credsStore, credHelpers: Docker Desktop, ECR, GCR), read through the Docker SDK as docker does."""
+    path = Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
+    try:
+        raw = json.loads(path.read_text())
+    except OSError:
+        return None
+    except ValueError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc}); fix it or log in again") from None
+    if not isinstance(raw, dict) or not raw:
+        return None
+    import docker.auth  # here: only a push, a pull or a pin reads the docker config
+    import docker.errors
+
+    try:
+        with warnings.catch_warnings():  # the SDK warns about a missing helper, then raises: the raise is reported
+            warnings.simplefilter("ignore")
+            entry = docker.auth.load_config(config_dict=raw).resolve_authconfig(host)
+    except docker.errors.InvalidConfigFile as exc:
+        raise UserError(f"{path}: {exc}; run docker login {host} again") from None
+    except docker.errors.DockerException as exc:  # a helper that is missing or fails
+        raise UserError(f"{path}: the credential helper for {host} failed: {exc}") from None
+    except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
+        raise UserError(f"{path}: the credentials stored for {host} are not base64 user:password; "
+                        f"run docker login {host} again") from None
+    if not entry:
+        return None
+    if entry.get("IdentityToken"):
+        raise UserError(f"{path}: {host} has an identity token, not a user and password; give --registry-user and "
+                        "TORCHIMAGES_REGISTRY_PASSWORD (or --password-stdin)")
+    username, password = entry.get("Username") or entry.get("username"), entry.get("Password") or entry.get("password")
+    return Credentials(str(username), str(password)) if username and password else None
+
+
+def registry_client(host: str, credentials: Credentials | None, ca: Path | None = None) -> RegistryClient:
+    """The registry API of `host` as these credentials, trusting `ca` or the engine's CA for it (default_ca)."""
+    return RegistryClient(host, username=credentials.username if credentials else None,
+                          password=credentials.password if credentials else None, ca=ca or default_ca(host))
+
+
+def default_ca(host: str) -> Path | None:
+    """The CA the engine trusts for this registry, if any (/etc/docker/certs.d/HOST[:PORT]/ca.crt)."""
+    path = Path("/etc/docker/certs.d") / host / "ca.crt"
+    return path if path.is_file() else None

@@ -45,7 +45,7 @@ def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_
     pushed = True
     if push:
         with shown(options.plain, options.logs_dir) as (emit, _):
-            pushed, written_manifest = push_report(engine.api, report, push, emit, credentials,
+            pushed, written_manifest = push_report(engine, report, push, emit, credentials,
                                                    report_path=options.report_path)
         err.print(written_manifest)
     return finish(report, options.report_path, failed=not pushed)
@@ -104,7 +104,7 @@ def targets_of(jobs: list[BuildJob]) -> list[Target]:
 def smoke(engine: Engine, targets: list[Target], report: Report, *, require_gpu: bool, plain: bool, logs: Path,
           jobs: int = 1) -> None:
     """Run the suite on each target, `jobs` at a time; then each failure's reasons and the stage's summary."""
-    runner = SmokeRunner(api=engine.api, require_gpu=require_gpu)
+    runner = SmokeRunner(engine=engine, require_gpu=require_gpu)
     with shown(plain, logs) as (emit, _):
         results = smokestage.test_images(runner, targets, report, emit, jobs=jobs)
     for result in results:
@@ -162,7 +162,7 @@ def push_tested(release: str, report_path: Path, options: PushOptions, *, plain:
                         f"{run_report.release}, or give --report the report of {release}")
     credentials = options.credentials()
     with shown(plain, logs) as (emit, _):
-        ok, written = push_report(Engine().api, run_report, options, emit, credentials, report_path=report_path)
+        ok, written = push_report(Engine(), run_report, options, emit, credentials, report_path=report_path)
     err.print(written)
     run_report.write(report_path)
     return 0 if ok else 1

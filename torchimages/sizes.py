@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import docker
-import docker.errors
-
 from .containers import Containers
+from .engine import ENGINE_ERRORS, Engine
 
 # The folders a wheel image installs Python into (du counts hard links once).
 PYTHON_FOLDERS = ("/opt/venv", "/opt/python", "/etc/pip")
@@ -24,7 +22,7 @@ MEASURE = ("dpkg-query -W -f='${Installed-Size}\\n' | awk '{s+=$1} END {printf \
 class FloorMeter:
     """Measures floors; each OS base image is measured once."""
 
-    api: docker.APIClient
+    engine: Engine
     known: dict[str, int] = field(default_factory=dict)  # image id -> floor measured before
     _os: dict[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -34,17 +32,17 @@ class FloorMeter:
             return self.known[image_id]
         try:
             if os_base not in self._os:
-                self._os[os_base] = (self.api.inspect_image(os_base)["Size"], self._measure(os_base)[0])
+                self._os[os_base] = (self.engine.image_size(os_base), self._measure(os_base)[0])
             base_size, base_dpkg = self._os[os_base]
             dpkg, python = self._measure(image)
-        except (docker.errors.DockerException, ValueError, RuntimeError):
+        except (*ENGINE_ERRORS, ValueError, RuntimeError):
             return None
         return floor_bytes(base_size, base_dpkg, dpkg, python)
 
     def _measure(self, image: str) -> tuple[int, int]:
         """(dpkg's installed bytes, bytes under PYTHON_FOLDERS) in a container of `image`, run as root."""
-        code, output = Containers(self.api).run_once(image, entrypoint=["/bin/sh", "-c"], command=[MEASURE], user="0",
-                                                     stderr=False)
+        code, output = Containers(self.engine).run_once(image, entrypoint=["/bin/sh", "-c"], command=[MEASURE],
+                                                        user="0", stderr=False)
         if code != 0:
             raise RuntimeError(f"the measurement exited {code}: {output[-300:]}")
         return measured(output)

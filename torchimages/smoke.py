@@ -24,11 +24,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-import docker
-import docker.errors
-
 from .containers import Containers, free_port
-from .engine import Engine
+from .engine import ENGINE_ERRORS, Engine
 from .report import SmokeStage
 from .settings import SETTINGS
 from .specs import ImageSpec
@@ -164,16 +161,16 @@ def expected_of(spec: ImageSpec) -> dict[str, Any]:
 
 class SmokeRunner:
     def __init__(self, *, require_gpu: bool = False, label_prefix: str = SETTINGS.label_prefix,
-                 api: docker.APIClient | None = None) -> None:
-        self.api = api or Engine().api
+                 engine: Engine | None = None) -> None:
+        self.engine = engine or Engine()
         self.require_gpu = require_gpu
         self.label_prefix = label_prefix
-        self.containers = Containers(self.api)  # one per runner: an engine's refusal of GPUs is remembered
+        self.containers = Containers(self.engine)  # one per runner: an engine's refusal of GPUs is remembered
 
     def twin(self) -> SmokeRunner:
         """A runner with this one's settings and what it learned of the engine, for a suite run beside its own (each
         runner tracks and removes the containers it started)."""
-        other = SmokeRunner(require_gpu=self.require_gpu, label_prefix=self.label_prefix, api=self.api)
+        other = SmokeRunner(require_gpu=self.require_gpu, label_prefix=self.label_prefix, engine=self.engine)
         other.containers.shm_size = self.containers.shm_size
         other.containers.gpu_request, other.containers.gpu_note = self.containers.gpu_request, self.containers.gpu_note
         return other
@@ -183,13 +180,15 @@ class SmokeRunner:
         result = SmokeResult(target.image, target.tag)
         try:
             with tempfile.TemporaryDirectory(prefix="smoke-") as tmp:
-                result.image_id = self.api.inspect_image(target.tag)["Id"]
+                result.image_id = self.engine.image_id(target.tag)
+                if result.image_id is None:
+                    raise RuntimeError(f"no image {target.tag} on this engine")
                 # Every container runs the image by ID, so a tag moved meanwhile cannot change what was tested.
                 facts = self._start(replace(target, tag=result.image_id), Path(tmp))
                 facts["image"] = target.tag
                 result.gpus = facts["gpus"]
                 result.checks = self._pytest(target, facts, self.containers.started[0], Path(tmp))
-        except (docker.errors.DockerException, RuntimeError, subprocess.TimeoutExpired) as exc:
+        except (*ENGINE_ERRORS, RuntimeError, subprocess.TimeoutExpired) as exc:
             result.error = f"{target.image}: could not run the suite: {exc}"
         finally:
             self.containers.remove_all()
@@ -200,10 +199,10 @@ class SmokeRunner:
 
     def _start(self, target: Target, tmp: Path) -> dict[str, Any]:
         """Start the image's containers (the first started is the one the suite runs in) and gather its facts."""
-        info = self.api.inspect_image(target.tag)
+        config = self.engine.image_config(target.tag)
         facts: dict[str, Any] = {
             "image": target.tag, "variant": target.variant, "flavor": target.flavor, "expected": target.expected,
-            "labels": info["Config"].get("Labels") or {}, "user": info["Config"].get("User") or "",
+            "labels": config.get("Labels") or {}, "user": config.get("User") or "",
             "label_prefix": self.label_prefix, "require_gpu": self.require_gpu, "probes": PROBES_IN_CONTAINER,
             "jupyter": None, "ssh": None,
         }

@@ -5,7 +5,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .engine import image_exists
 from .errors import UserError
 from .events import EventSink, StageEvent
 from .report import ImageRecord, Report
@@ -16,7 +15,7 @@ def test_images(runner: SmokeRunner, targets: list[Target], report: Report, emit
                 jobs: int = 1) -> list[SmokeResult]:
     """Run the suite on each target (its tag must exist), `jobs` images at a time, each with a runner of its own,
     and record the results in `report` in the targets' order."""
-    missing = [target.tag for target in targets if not image_exists(runner.api, target.tag)]
+    missing = [target.tag for target in targets if not runner.engine.image_exists(target.tag)]
     if missing:
         raise UserError(f"not built: {', '.join(missing[:3])}; build first: python build.py build --tag ...")
     for target in targets:

@@ -97,10 +97,24 @@ def image_tag(release: str, image_name: str) -> str:
     return f"{release}-{image_name}"
 
 
-def pushed_release(release: str, candidate: str | None) -> str:
-    """What a release's images are pushed under: RELEASE, or RELEASE-CANDIDATE for candidates, whose tags
-    `promote` makes release tags."""
-    return f"{release}-{candidate}" if candidate else release
+@dataclass(frozen=True)
+class Release:
+    """A release as pushed: its tag (v2.7) and, for candidates, the candidate (rc.42). The one spelling of what its
+    images are pushed under: RELEASE-IMAGE, or RELEASE-CANDIDATE-IMAGE, which `promote` makes release tags."""
+
+    tag: str
+    candidate: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.tag}-{self.candidate}" if self.candidate else self.tag
+
+    def image_tag(self, image_name: str) -> str:
+        return image_tag(self.name, image_name)
+
+    def problem(self) -> str | None:
+        """Why the two do not make a tag, or None."""
+        return release_problem(self.name) if self.candidate is None or self.candidate else "an empty candidate"
 
 
 def resolve(matrix: Matrix, data: CompatData | None = None) -> Plan:

@@ -27,6 +27,7 @@ import yaml
 from tests.buildpy import ROOT, build_py
 from torchimages import compat, matrix, specs
 from torchimages.containers import Containers
+from torchimages.engine import Engine
 from torchimages.settings import SETTINGS
 from torchimages.smoke import expected_of
 
@@ -120,7 +121,7 @@ def run(command: list[str], timeout: float, **kwargs: object) -> subprocess.Comp
 
 def run_in(api: docker.APIClient, tag: str, command: list[str], *, must_succeed: bool = True) -> tuple[int, str]:
     """Run a command in a fresh container of `tag`: its exit code and output (the container is removed)."""
-    status, output = Containers(api).run_once(tag, command=command, entrypoint=[], timeout=300)
+    status, output = Containers(Engine(api=api)).run_once(tag, command=command, entrypoint=[], timeout=300)
     assert status == 0 or not must_succeed, f"{command} failed in {tag}: {output}"
     return status, output
 

@@ -16,12 +16,23 @@ import docker
 import pytest
 
 from torchimages import publish, sbom
+from torchimages.engine import Engine
 from torchimages.errors import UserError
 from torchimages.events import StageEvent
+from torchimages.registry import Credentials
 from torchimages.report import Report
 from torchimages.settings import SETTINGS
+from torchimages.specs import Release
 
 from .conftest import RELEASE, EntryBuild, Registry, build_py, start_registry
+
+
+def publisher_to(api: docker.APIClient, registry: Registry, path: str, report: Report,
+                 **options: object) -> publish.Publisher:
+    """A publisher of the report's release to PATH on the registry, as its user."""
+    return publish.Publisher(Engine(api=api), f"{registry.host}/{path}", Release(report.release),
+                             ca=registry.folder / "ca.crt", credentials=Credentials(registry.user, registry.password),
+                             **options)  # type: ignore[arg-type]
 
 
 def push(registry: Registry, report: Path, manifest: Path, *extra: str, password: str | None = None,
@@ -103,8 +114,7 @@ def test_release_tags_are_immutable(api: docker.APIClient, registry: Registry, t
     report = Report.load(tested_report)
     base = next(r for r in report.images if r.variant == "base")
     other = next(r for r in report.images if r.variant == "jupyter")
-    publisher = publish.Publisher(api, f"{registry.host}/ml/immutable", ca=registry.folder / "ca.crt",
-                                  credentials=publish.Credentials(registry.user, registry.password), )
+    publisher = publisher_to(api, registry, "ml/immutable", report)
     first = Report(report.release, report.matrix, images=[copy.deepcopy(base)])
     [published] = publisher.publish(first)
     assert published.error is None and published.digest
@@ -128,8 +138,7 @@ def test_only_images_that_passed_smoke_are_pushed(api: docker.APIClient, registr
     report = Report.load(tested_report)
     base = next(r for r in report.images if r.variant == "base")
     base.smoke.failed = 1
-    publisher = publish.Publisher(api, f"{registry.host}/ml/failed-smoke", ca=registry.folder / "ca.crt",
-                                  credentials=publish.Credentials(registry.user, registry.password), )
+    publisher = publisher_to(api, registry, "ml/failed-smoke", report)
     outcomes = {o.image: o for o in publisher.publish(report)}
     assert outcomes[base.image].error == "not pushed: its smoke suite did not pass in this run"
     assert all("its base" in o.error for name, o in outcomes.items() if name != base.image)
@@ -146,8 +155,7 @@ def test_registry_down_mid_run(api: docker.APIClient, tested_report: Path, tmp_p
         if event.kind == "pushed" and [e.kind for e in said].count("pushed") == 1:
             os.kill(down.pid, signal.SIGTERM)  # the registry goes away after the first image
 
-    publisher = publish.Publisher(api, f"{down.host}/ml/down", ca=down.folder / "ca.crt", retries=2, backoff=0.2,
-                                  credentials=publish.Credentials(down.user, down.password), emit=emit)
+    publisher = publisher_to(api, down, "ml/down", report, retries=2, backoff=0.2, emit=emit)
     outcomes = publisher.publish(report)
     assert outcomes[0].error is None and outcomes[0].pushed
     for outcome in outcomes[1:]:
@@ -202,8 +210,7 @@ def test_a_retagged_image_is_not_pushed_with_another_images_results(api: docker.
     api.tag(other.tag, "localhost/retagged", "x")  # the tag the report names now holds another image
     moved = copy.deepcopy(base)
     moved.tag = "localhost/retagged:x"
-    publisher = publish.Publisher(api, f"{registry.host}/ml/retagged", ca=registry.folder / "ca.crt",
-                                  credentials=publish.Credentials(registry.user, registry.password), )
+    publisher = publisher_to(api, registry, "ml/retagged", report)
     try:
         [outcome] = publisher.publish(Report(report.release, report.matrix, images=[moved]))
     finally:

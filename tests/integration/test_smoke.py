@@ -10,6 +10,7 @@ import docker
 import pytest
 
 from torchimages.containers import Containers
+from torchimages.engine import Engine
 from torchimages.smoke import NO_GPU, SSH_FORMS, SmokeResult, SmokeRunner, Target
 
 from .conftest import EntryBuild
@@ -120,7 +121,7 @@ def test_ssh_image_whose_sshd_command_is_bare_fails(suites: dict[str, SmokeResul
 def test_this_engine_refuses_the_gpu_request_once_and_the_reason_is_kept(api: docker.APIClient,
                                                                         cpu_build: EntryBuild) -> None:
     """This machine's engine has no NVIDIA container toolkit: the runner asks for GPUs once, then runs without."""
-    with Containers(api) as tracked:
+    with Containers(Engine(api=api)) as tracked:
         started = [tracked.start(cpu_build.tags["base"], command=["sleep", "60"]) for _ in range(2)]
         assert tracked.gpu_request is False
         assert "could not select device driver" in tracked.gpu_note and "no NVIDIA container toolkit" in tracked.gpu_note

@@ -9,6 +9,8 @@ from typing import Any
 import docker.errors
 import requests
 
+from torchimages.engine import Engine
+
 # What this machine's engine answers a GPU request when no NVIDIA container toolkit is installed
 REFUSED = 'could not select device driver "" with capabilities: [[gpu]]'
 ONE_GPU = b"GPU 0: NVIDIA H200 (UUID: GPU-1)\n"
@@ -27,6 +29,11 @@ class FakeEngine:
         self.created: list[dict[str, Any]] = []  # each container's host config
         self.commands: dict[str, str] = {}  # container -> the command it runs
         self.removed: list[str] = []
+
+    @property
+    def engine(self) -> Engine:
+        """The seam every stage talks through (torchimages.engine), over this stand-in."""
+        return Engine(api=self)  # type: ignore[arg-type]
 
     def inspect_image(self, tag: str) -> dict[str, Any]:
         if tag not in self.images:

@@ -134,7 +134,7 @@ def test_a_no_op_rebuild_reuses_the_floors_of_the_last_report(tmp_path: Path) ->
     path = tmp_path / "build-report.json"
     Report("v1", "matrix.yaml", [ImageRecord("img", "img", "base", "tag", "built", {}, image_id=digest("aa"),
                                              floor_bytes=1234)]).write(path)
-    meter = FloorMeter(api=None, known=known_floors(path))  # no engine: a measurement would fail
+    meter = FloorMeter(engine=None, known=known_floors(path))  # no engine: a measurement would fail
     assert meter.floor("tag", "debian", image_id=digest("aa")) == 1234
     assert known_floors(tmp_path / "missing.json") == {}
     (tmp_path / "broken.json").write_text("{")
@@ -160,7 +160,7 @@ def test_a_measurement_that_is_not_two_byte_counts_is_no_floor(output: str) -> N
 
 def test_the_floor_meter_measures_the_os_base_once_and_the_image_as_root() -> None:
     engine = FakeEngine(images={"debian": {"Size": 100_000_000}})
-    meter = FloorMeter(engine)
+    meter = FloorMeter(engine.engine)
     engine.runs[MEASURE] = (0, b"80000000\n0\n")  # the OS base: its dpkg bytes, no Python folders
     assert meter.floor("img", "debian") == 100_000_000  # measured against itself: nothing installed
     engine.runs[MEASURE] = (0, b"380000000\n5000000000\n")  # the image: its dpkg and its venv

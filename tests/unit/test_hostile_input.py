@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import matrix, publish, specs
+from torchimages import matrix, registry, specs
 from torchimages.errors import UserError
 from torchimages.report import atomic_write
 
@@ -184,10 +184,10 @@ def test_a_malformed_docker_config_is_ignored_or_named(tmp_path: Path, monkeypat
     (tmp_path / "config.json").write_text(config)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     if outcome is None:
-        assert publish.credentials_from_docker_config("r.example.com") is None
+        assert registry.credentials_from_docker_config("r.example.com") is None
     else:
         with pytest.raises(UserError, match=outcome):
-            publish.credentials_from_docker_config("r.example.com")
+            registry.credentials_from_docker_config("r.example.com")
 
 
 def test_atomic_write_leaves_no_temporary_file_when_it_fails(tmp_path: Path) -> None:

@@ -29,13 +29,6 @@ def test_the_run_time_requirements_hold_what_the_smoke_stage_runs() -> None:
     assert '[sys.executable, "-m", "pytest"' in smoke, "the smoke stage no longer runs pytest: revisit requirements.txt"
 
 
-def test_the_layout_page_lists_every_module() -> None:
-    layout = (ROOT / "docs" / "layout.md").read_text()
-    modules = sorted(p.name for p in (ROOT / "torchimages").glob("*.py") if p.name != "__init__.py")
-    missing = [name for name in modules if f"`torchimages/{name}`" not in layout and f"`{name}`" not in layout]
-    assert not missing, f"docs/layout.md does not list: {missing}"
-
-
 def test_the_readme_is_short_and_every_page_it_names_exists() -> None:
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) < 200 and max(map(len, readme.splitlines())) < 160

@@ -11,15 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import publish
+from torchimages import publish, registry
 from torchimages.errors import UserError
 from torchimages.publishstage import PushOptions
+from torchimages.specs import Release
 
 from .conftest import ROOT
 
 
 def publisher(**options: object) -> publish.Publisher:
-    return publish.Publisher(None, "registry.example.com/ml/pytorch", credentials=None, **options)
+    return publish.Publisher(None, "registry.example.com/ml/pytorch", Release("v2.7"), credentials=None, **options)
 
 
 def failing(message: str) -> tuple[list[int], object]:
@@ -83,14 +84,14 @@ def test_transient_and_denied_errors_are_told_apart(message: str, transient: boo
 def test_password_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MY_REGISTRY_PASSWORD", "from-env")
     options = PushOptions("r.example.com/ml/x", registry_user="ci", password_env="MY_REGISTRY_PASSWORD")
-    assert options.credentials() == publish.Credentials("ci", "from-env")
+    assert options.credentials() == registry.Credentials("ci", "from-env")
 
 
 def test_password_from_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO("from-stdin\nsecond line\n"))
     monkeypatch.setenv("TORCHIMAGES_REGISTRY_PASSWORD", "not-this-one")
     options = PushOptions("r.example.com/ml/x", registry_user="ci", password_stdin=True)
-    assert options.credentials() == publish.Credentials("ci", "from-stdin")
+    assert options.credentials() == registry.Credentials("ci", "from-stdin")
 
 
 def test_user_without_a_password_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,7 +107,7 @@ def test_credentials_from_the_docker_config_are_read_and_nothing_is_written(monk
     config.write_text(json.dumps({"auths": {"r.example.com:5000": {"auth": auth}}}))
     before = config.read_bytes()
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
-    assert PushOptions("r.example.com:5000/ml/x").credentials() == publish.Credentials("robot", "pa:ss")
+    assert PushOptions("r.example.com:5000/ml/x").credentials() == registry.Credentials("robot", "pa:ss")
     assert PushOptions("other.example.com/ml/x").credentials() is None
     assert config.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["config.json"]
 
@@ -114,7 +115,7 @@ def test_credentials_from_the_docker_config_are_read_and_nothing_is_written(monk
 def test_a_carriage_return_from_stdin_is_not_part_of_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin", io.StringIO("from-windows\r\n"))
     options = PushOptions("r.example.com/ml/x", registry_user="ci", password_stdin=True)
-    assert options.credentials() == publish.Credentials("ci", "from-windows")
+    assert options.credentials() == registry.Credentials("ci", "from-windows")
 
 
 def test_password_stdin_without_a_user_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -158,19 +159,19 @@ def install_helper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: dict
 def test_credentials_come_from_the_helper_the_docker_config_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   config: dict) -> None:
     log = install_helper(tmp_path, monkeypatch, config)
-    assert PushOptions("r.example.com:5000/ml/x").credentials() == publish.Credentials("robot", "from-helper")
+    assert PushOptions("r.example.com:5000/ml/x").credentials() == registry.Credentials("robot", "from-helper")
     assert log.read_text().splitlines() == ["get r.example.com:5000"]
 
 
 def test_a_helper_without_an_entry_means_no_credentials_and_a_failing_one_is_named(tmp_path: Path,
                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     install_helper(tmp_path, monkeypatch, {"credsStore": "fake"})
-    assert publish.credentials_from_docker_config("other.example.com") is None
+    assert registry.credentials_from_docker_config("other.example.com") is None
     with pytest.raises(UserError, match=r"the credential helper for broken\.example\.com failed"):
-        publish.credentials_from_docker_config("broken.example.com")
+        registry.credentials_from_docker_config("broken.example.com")
     (tmp_path / "config.json").write_text(json.dumps({"credsStore": "missing"}))
     with pytest.raises(UserError, match="docker-credential-missing"):
-        publish.credentials_from_docker_config("r.example.com:5000")
+        registry.credentials_from_docker_config("r.example.com:5000")
 
 
 @pytest.mark.parametrize(("stdin", "message"), [("", "the password on standard input is empty"),

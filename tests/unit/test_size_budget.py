@@ -10,6 +10,7 @@ from torchimages import matrix, publish, specs
 from torchimages.budget import Budget, parse_growth
 from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
 from torchimages.report import ImageRecord, Report, SmokeStage
+from torchimages.specs import Release
 
 from .conftest import ROOT, digest, run_cli
 
@@ -64,7 +65,8 @@ def test_an_image_over_budget_fails_the_release_and_is_not_pushed() -> None:
     run.images[1].over_budget = "the jupyter variant adds 350.00 MB"
     assert run.images[0].ok and not run.images[1].ok
     only = Report(run.release, run.matrix, images=[run.images[1]])
-    outcomes = publish.Publisher(None, "r.example.com/ml/pt", credentials=None).publish(only)  # no registry is asked
+    publisher = publish.Publisher(None, "r.example.com/ml/pt", Release(run.release), credentials=None)
+    outcomes = publisher.publish(only)  # no registry is asked
     assert outcomes[0].error == "not pushed: over its size budget: the jupyter variant adds 350.00 MB"
 
 

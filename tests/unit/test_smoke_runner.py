@@ -20,7 +20,7 @@ from .fake_engine import REFUSED, FakeEngine
 
 def test_an_engine_without_the_toolkit_is_asked_once_then_gets_containers_without_gpus() -> None:
     engine = FakeEngine(refuse_gpus=True)
-    runner = Containers(engine)
+    runner = Containers(engine.engine)
     assert runner.start("img") == "c2" and runner.start("img") == "c3"
     assert [bool(c["device_requests"]) for c in engine.created] == [True, False, False]
     assert engine.removed == ["c1"] and runner.gpu_request is False and runner.started == ["c2", "c3"]
@@ -32,7 +32,7 @@ def test_an_engine_without_the_toolkit_is_asked_once_then_gets_containers_withou
 
 def test_gpus_are_requested_without_an_nvidia_runtime_and_counted_from_nvidia_smi() -> None:
     engine = FakeEngine(refuse_gpus=False, smi=(0, b"GPU 0: NVIDIA H200 (UUID: GPU-1)\nGPU 1: NVIDIA H200 (UUID: GPU-2)\n"))
-    runner = Containers(engine)
+    runner = Containers(engine.engine)
     container = runner.start("img")
     assert engine.created[0]["device_requests"] and runner.gpu_request is True
     assert runner.gpus(container) == (2, None)
@@ -40,7 +40,7 @@ def test_gpus_are_requested_without_an_nvidia_runtime_and_counted_from_nvidia_sm
 
 def test_an_nvidia_smi_error_is_an_error_not_zero_gpus() -> None:
     failure = b"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
-    runner = Containers(FakeEngine(refuse_gpus=False, smi=(9, failure)))
+    runner = Containers(FakeEngine(refuse_gpus=False, smi=(9, failure)).engine)
     container = runner.start("img")
     count, error = runner.gpus(container)
     assert count == 0 and error and "nvidia-smi failed in the container" in error and "couldn't communicate" in error
@@ -78,7 +78,7 @@ RESULT = b'{"device": "cpu", "torch": "2.13.0", "rows": [], "note": ""}\n'
 def test_the_bench_reads_its_result_from_stdout_only() -> None:
     engine = FakeEngine(refuse_gpus=True, smi=(0, RESULT))
     engine.stderr = b'{"warning": "a library printed JSON-looking text on stderr"}\n'
-    result = bench.in_image(SmokeRunner(api=engine), "img", 0.1)
+    result = bench.in_image(SmokeRunner(engine=engine.engine), "img", 0.1)
     assert result == {"device": "cpu", "torch": "2.13.0", "rows": [], "note": ""}
     assert engine.removed[-1] == "c2", "the container outlived the benchmark"
 
@@ -86,7 +86,7 @@ def test_the_bench_reads_its_result_from_stdout_only() -> None:
 def test_a_failing_image_is_an_error_result_not_a_traceback() -> None:
     engine = FakeEngine(refuse_gpus=True, smi=(1, b""))
     engine.stderr = b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
-    result = bench.in_image(SmokeRunner(api=engine), "img", 0.1)
+    result = bench.in_image(SmokeRunner(engine=engine.engine), "img", 0.1)
     assert result == {"error": "the benchmark exited 1: Traceback (most recent call last): | RuntimeError: CUDA error: "
                                "out of memory"}
     assert bench.parse_result(124, "", "")["error"].startswith("the benchmark timed out")

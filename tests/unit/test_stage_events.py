@@ -16,6 +16,7 @@ from torchimages.events import StageEvent
 from torchimages.progress import LiveProgress, LogFiles, PlainProgress, fan_out
 from torchimages.report import ImageRecord, Report, SmokeStage
 from torchimages.smoke import Check, SmokeResult, Target
+from torchimages.specs import Release
 
 from .fake_engine import FakeEngine
 
@@ -28,7 +29,7 @@ class RecordedRunner:
 
     def __init__(self, results: dict[str, SmokeResult]) -> None:
         self.results = results
-        self.api = FakeEngine(images={f"r/{image}:v1": {"Id": f"sha256:r/{image}:v1"} for image in results})
+        self.engine = FakeEngine(images={f"r/{image}:v1": {"Id": f"sha256:r/{image}:v1"} for image in results}).engine
 
     def run(self, target: Target) -> SmokeResult:
         return self.results[target.image]
@@ -61,7 +62,7 @@ def test_plain_lines_of_every_stage_have_one_shape() -> None:
     report = smoke_events(view)
     record = next(r for r in report.images if r.image == "good")
     record.push = None
-    publisher = publish.Publisher(None, "registry.example.com/ml/pytorch", credentials=None, emit=view)
+    publisher = publish.Publisher(None, "registry.example.com/ml/pytorch", Release("v1"), credentials=None, emit=view)
     publisher.publish(Report(release="v1", matrix="m", images=[
         ImageRecord(image="bad", entry="bad", variant="base", tag="r/bad:v1", result="built", versions={},
                     smoke=report.images[1].smoke)]))
