@@ -32,7 +32,7 @@ import docker
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from torchimages import matrix, specs  # noqa: E402
+from torchimages.input import matrix, specs  # noqa: E402
 from torchimages.settings import SETTINGS  # noqa: E402
 
 DEBIAN = "torchimages/debian:bookworm-minbase"

@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from torchimages import compat, compatrefresh
+from torchimages.input import compat
+from torchimages.input import refresh as compatrefresh
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "reference" / "compat-facts.yaml"

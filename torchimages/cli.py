@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from . import selfcheck as selfcheck_stage
 from .consoles import err, out
 from .errors import UserError
-from .lock import LockFile
-from .lock import stale as stale_pins
+from .input.lock import LockFile
+from .input.lock import stale as stale_pins
+from .input.specs import release_problem
 from .options import (
     build_options,
     build_options_from,
@@ -31,7 +31,7 @@ from .options import (
     tag_option,
 )
 from .settings import ROOT_ENV, SETTINGS, is_checkout
-from .specs import release_problem
+from .verify import selfcheck as selfcheck_stage
 from .workspace import Workspace
 
 # The stages that talk to the engine (build, smoke, bench, push) import the Docker SDK, which costs more than the
@@ -118,8 +118,8 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
 def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool, logs: Path | None,
             **values: object) -> None:
     """Point every release tag at its tested candidate's digest (manifest PUT), only when every image passed."""
-    from . import promotestage
     from . import release as release_stages
+    from .publish import promotestage
 
     plan = load_plan(matrix_path, quiet=True)
     options = push_options_from(plan, values)
@@ -135,7 +135,7 @@ def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool,
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json"]), default="markdown", show_default=True)
 def release_diff(old_manifest: Path, new_manifest: Path, fmt: str) -> None:
     """What changed between two releases, per image: versions, Debian and Python packages, size, smoke results."""
-    from . import releasediff
+    from .publish import diff as releasediff
 
     old, new = releasediff.load(old_manifest), releasediff.load(new_manifest)
     diffs = releasediff.diff(old, new)
@@ -149,8 +149,9 @@ def release_diff(old_manifest: Path, new_manifest: Path, fmt: str) -> None:
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False))
 def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -> None:
     """Merge the reports of separate per-image runs into one release manifest."""
-    from . import manifest, publish
-    from .publishstage import check_repository
+    from . import manifest
+    from .publish import push as publish
+    from .publish.pushstage import check_repository
     from .report import Report
 
     check_repository(repository)
@@ -172,8 +173,8 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Path | None, jobs: int, plain: bool,
                logs: Path | None, **values: object) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
-    from . import buildjobs
     from . import release as release_stages
+    from .build import jobs as buildjobs
 
     plan = load_plan(matrix_path, quiet=True)
     selection = selection_from(values)
@@ -196,7 +197,7 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
 def bench_command(*, matrix_path: Path, release: str | None, local: bool, seconds: float,
                   min_amp_speedup: float | None, report: Path | None, **values: object) -> None:
     """Training throughput: cudnn.benchmark off/on, fp32 vs AMP fp16/bf16, TF32 off/on (default: the base images)."""
-    from . import bench, benchstage
+    from .verify import bench, benchstage
 
     if local:
         results = {"local": bench.local(seconds)}
@@ -234,7 +235,7 @@ def validate(matrix_path: Path) -> None:
 @click.option("--check", is_flag=True, help="Exit 1 if the rendered contexts under --out are stale.")
 def render(matrix_path: Path, release: str | None, out_dir: Path | None, check: bool) -> None:
     """Write each image's build context (Dockerfile plus the files it copies)."""
-    from . import render as render_stage
+    from .build import render as render_stage
 
     out_dir = Workspace(matrix_path).images(out_dir)
     release = release or render_stage.rendered_release(out_dir)
@@ -265,7 +266,7 @@ def compat_group() -> None:
 @click.option("--skip-wheel-index", is_flag=True, help="Read PyPI alone (where the wheel indexes cannot be reached).")
 def compat_refresh(since: str, check: bool, pypi_index: str, wheel_index: str, skip_wheel_index: bool) -> None:
     """Read torch's releases, Python wheels, CUDA builds and pins from the indexes; rewrite the data; print the diff."""
-    from . import compatrefresh
+    from .input import refresh as compatrefresh
 
     if release_problem(since) or not since[0].isdigit():
         raise UserError(f"--since {since!r} is not a version, e.g. 2.0")
@@ -279,7 +280,7 @@ def compat_refresh(since: str, check: bool, pypi_index: str, wheel_index: str, s
 @click.option("--refresh", is_flag=True, help="Resolve every tag again and move the pins that changed.")
 def lock_command(matrix_path: Path, refresh: bool) -> None:
     """Pin each base image tag of the matrix to its digest (matrix.yaml -> matrix.lock) through the registry API."""
-    from . import lock
+    from .input import lock
 
     plan = load_plan(matrix_path, quiet=True)
     lock_file = LockFile.load(Workspace(matrix_path).lock)
@@ -299,8 +300,8 @@ def lock_command(matrix_path: Path, refresh: bool) -> None:
               help="One row per image, or per matrix entry (its base image with its variants).")
 def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str) -> None:
     """List the expanded images: name, variant, tag, flavor and versions."""
-    from . import listing
-    from . import render as render_stage
+    from .build import render as render_stage
+    from .input import listing
 
     plan = load_plan(matrix_path, quiet=fmt != "table")
     workspace = Workspace(matrix_path)

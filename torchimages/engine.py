@@ -46,8 +46,8 @@ class BuildOutcome:
     # were removed after a failure or a cancel.
     created: list[str] = field(default_factory=list)
     removed: int = 0
-    # What the build runner knows of the build (torchimages.buildjobs): set when the build ran, None when it never
-    # started: its seconds, its content digest (torchimages.buildcache), the previous release's image it reused.
+    # What the build runner knows of the build (torchimages.build.jobs): set when the build ran, None when it never
+    # started: its seconds, its content digest (torchimages.build.cache), the previous release's image it reused.
     seconds: float | None = None
     content_digest: str | None = None
     reused: str | None = None
@@ -66,7 +66,7 @@ def engine_address() -> str:
 class Engine:
     """The engine every stage shares: one SDK connection per thread (a client is not shared between concurrent
     builds), the image queries (pull, ID, labels, configuration, size) and the image moves (tag, push). The seam:
-    only the builders (torchimages.classic; torchimages.buildkit drives the docker CLI) and torchimages.containers
+    only the builders (torchimages.build.classic; torchimages.build.buildkit drives the docker CLI) and torchimages.containers
     use `api`, the SDK's client; every other stage asks these methods. `api` given: that client, in every thread (the
     unit tests' fake engine)."""
 

@@ -16,11 +16,11 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from . import grammar
 from .checkedjson import Fields, contained, digest_problem, load, relative_path_problem, sha256_problem
 from .errors import UserError, visible
-from .matrix import VARIANTS
-from .specs import NAME, REGISTRY, Release, image_tag, release_problem
+from .input import grammar
+from .input.matrix import VARIANTS
+from .input.specs import NAME, REGISTRY, Release, image_tag, release_problem
 
 MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")

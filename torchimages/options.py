@@ -9,20 +9,20 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import grammar, planning
-from . import matrix as matrix_stage
-from .buildinputs import BuildInputs
+from .build.inputs import BuildInputs
 from .errors import UserError
-from .matrix import FLAVORS, VARIANTS
-from .specs import Plan, Release, release_problem
+from .input import grammar, planning
+from .input import matrix as matrix_stage
+from .input.matrix import FLAVORS, VARIANTS
+from .input.specs import Plan, Release, release_problem
 
 if TYPE_CHECKING:
-    from .budget import Budget
-    from .buildcache import CacheSources
-    from .buildjobs import Selection
-    from .buildstage import BuildOptions
+    from .build.budget import Budget
+    from .build.cache import CacheSources
+    from .build.jobs import Selection
+    from .build.stage import BuildOptions
     from .manifest import ReleaseManifest
-    from .publishstage import PushOptions
+    from .publish.pushstage import PushOptions
 
 
 def matrix_option(function: Callable[..., None]) -> Callable[..., None]:
@@ -62,7 +62,7 @@ def checked_release(_ctx: click.Context, _param: click.Parameter, release: str |
 
 
 def load_plan(path: Path, quiet: bool = False) -> Plan:
-    """The checked plan (torchimages.planning), with the command's --max-images and --tag."""
+    """The checked plan (torchimages.input.planning), with the command's --max-images and --tag."""
     context = click.get_current_context(silent=True)
     limit = context.meta.get("max_images", matrix_stage.MAX_IMAGES) if context else matrix_stage.MAX_IMAGES
     release = context.params.get("release") if context else None
@@ -82,7 +82,7 @@ def selection_options(function: Callable[..., None]) -> Callable[..., None]:
 
 
 def selection_from(values: dict) -> Selection:
-    from .buildjobs import Selection
+    from .build.jobs import Selection
 
     return Selection(only=tuple(values["only"]), flavors=tuple(values["flavors"]), variants=tuple(values["variants"]))
 
@@ -181,7 +181,7 @@ def registry_options(function: Callable[..., None]) -> Callable[..., None]:
 
 
 def push_options_from(plan: Plan, values: dict, release: str | None = None) -> PushOptions:
-    from .publishstage import PushOptions
+    from .publish.pushstage import PushOptions
 
     candidate = values.get("candidate")
     pushed = Release(release, candidate) if release else None
@@ -198,7 +198,7 @@ def push_options_from(plan: Plan, values: dict, release: str | None = None) -> P
 
 def build_options_from(release: str, images_dir: Path, values: dict, *, repository: str) -> BuildOptions:
     """`repository`: where this release's images go; `--cache-from previous` reuses images from there only."""
-    from .buildstage import BuildOptions
+    from .build.stage import BuildOptions
 
     inputs = BuildInputs(pip_index_url=values["pip_index_url"], torch_index_url=values["torch_index_url"],
                          apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
@@ -215,7 +215,7 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
 
 
 def budget_from(values: dict, previous: ReleaseManifest | None) -> Budget:
-    from .budget import Budget, parse_growth
+    from .build.budget import Budget, parse_growth
 
     try:
         growth = parse_growth(str(values["max_growth"]))
@@ -227,7 +227,7 @@ def budget_from(values: dict, previous: ReleaseManifest | None) -> Budget:
 
 def cache_sources_from(values: tuple[str, ...], previous: ReleaseManifest | None, repository: str, *,
                        no_cache: bool) -> CacheSources:
-    from .buildcache import PREVIOUS, CacheSources
+    from .build.cache import PREVIOUS, CacheSources
 
     if values and no_cache:
         raise UserError("--cache-from and --no-cache contradict each other: --no-cache rebuilds every step")

@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 
 import requests
 
-from . import grammar
 from .checkedjson import digest_problem
 from .errors import UserError, visible
+from .input import grammar
 
 MANIFEST_TYPES = ", ".join((
     "application/vnd.docker.distribution.manifest.v2+json",

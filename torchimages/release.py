@@ -13,19 +13,21 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from . import buildstage, progress, smokestage
-from . import render as render_stage
-from .budget import Budget
-from .buildjobs import BuildJob
-from .buildstage import BuildOptions
+from . import progress
+from .build import render as render_stage
+from .build import stage as buildstage
+from .build.budget import Budget
+from .build.jobs import BuildJob
+from .build.stage import BuildOptions
 from .consoles import err, out
 from .engine import Engine
 from .errors import UserError
 from .events import EventSink
-from .publishstage import PushOptions, push_report
+from .input.specs import Plan
+from .publish.pushstage import PushOptions, push_report
 from .report import Report
-from .smoke import SmokeRunner, Target
-from .specs import Plan
+from .verify import smokestage
+from .verify.smoke import SmokeRunner, Target
 
 
 def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_gpu: bool) -> int:

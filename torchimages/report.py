@@ -79,7 +79,7 @@ class ImageRecord:
     image_id: str | None = None
     size_bytes: int | None = None
     adds_bytes: int | None = None  # a variant's size over its base
-    floor_bytes: int | None = None  # the OS base plus what was installed, each file once (torchimages.sizes)
+    floor_bytes: int | None = None  # the OS base plus what was installed, each file once (torchimages.build.sizes)
     layers: int | None = None
     build_seconds: float | None = None
     error: str | None = None
@@ -88,8 +88,8 @@ class ImageRecord:
     push: PushStage | None = None
     sbom: SbomStage | None = None
     bench: dict[str, Any] | None = None  # the benchmark's rows as it printed them, or {"error": ...}
-    over_budget: str | None = None  # why its size is over the budget (torchimages.budget), or None
-    content_digest: str | None = None  # what its build read, release aside (torchimages.buildcache)
+    over_budget: str | None = None  # why its size is over the budget (torchimages.build.budget), or None
+    content_digest: str | None = None  # what its build read, release aside (torchimages.build.cache)
     reused: str | None = None  # the previous release's image it was stamped from, when its content was unchanged
     builder: str | None = None  # what built it in this run (buildjobs.Builder.describe), None when not built here
 

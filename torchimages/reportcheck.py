@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import grammar
 from .checkedjson import Check, digest_problem, relative_path_problem, sha256_problem
 from .errors import Problem, UserError, visible
+from .input import grammar
+from .input.matrix import VARIANTS
+from .input.specs import NAME, release_problem
 from .manifest import image_name_problem, tag_part_problem, version_key_problem, version_value_problem
-from .matrix import VARIANTS
 from .report import ImageRecord, Report
-from .specs import NAME, release_problem
 
 NUMBERS = ("size_bytes", "adds_bytes", "floor_bytes", "layers")
 

@@ -25,11 +25,11 @@ import requests
 import yaml
 
 from tests.buildpy import ROOT, build_py
-from torchimages import compat, matrix, specs
 from torchimages.containers import Containers
 from torchimages.engine import Engine
+from torchimages.input import compat, matrix, specs
 from torchimages.settings import SETTINGS
-from torchimages.smoke import expected_of
+from torchimages.verify.smoke import expected_of
 
 BASE_IMAGE = "torchimages/debian:bookworm-minbase"
 RELEASE = "it"
@@ -58,7 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Modules that build a CUDA-sized image (about 6 GB, and as much BuildKit cache) run first among the integration
 # tests: the disk then holds nothing else of the session, and their cache can go whole when they end.
-CUDA_SIZED_MODULES = ("test_flagship.py",)
+CUDA_SIZED_MODULES = ("test_cuda_and_ngc_images.py",)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -27,7 +27,7 @@ import docker
 import pytest
 import yaml
 
-from torchimages import publish
+from torchimages.registry import RegistryClient
 
 from .conftest import CPU_ENTRY, ROOT, SECRET_PROXY_PASSWORD, SECRET_TOKEN, Registry
 from .workflows import ACTIONS, Runner, WorkflowRun
@@ -206,8 +206,8 @@ def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_r
     manifest = json.loads((run.workdirs["manifest"] / "releases" / f"{RELEASE}.json").read_text())
     assert manifest["release"] == RELEASE and manifest["promoted_from"] == "rc.4242"
     assert sorted(i["variant"] for i in manifest["images"]) == ["base", "jupyter", "ssh"]
-    client = publish.RegistryClient(registry.host, username=registry.user,
-                                    password=registry.password, ca=registry.folder / "ca.crt")
+    client = RegistryClient(registry.host, username=registry.user, password=registry.password,
+                            ca=registry.folder / "ca.crt")
     for image in manifest["images"]:
         assert image["tag"] == image["release_tag"] == f"{registry.host}/ml/release:{RELEASE}-{image['image']}", image
         for tag in (image["tag"], f"{registry.host}/ml/release:{RELEASE}-rc.4242-{image['image']}"):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.buildpy import ROOT, build_py
-from torchimages import matrix, specs
 from torchimages.errors import UserError
+from torchimages.input import matrix, specs
 
 
 def plan_of(text: str) -> specs.Plan:

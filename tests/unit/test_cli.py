@@ -99,8 +99,8 @@ def test_render_requires_a_tag() -> None:
 
 
 def test_bench_measures_the_base_images_unless_images_are_named() -> None:
-    from torchimages.benchstage import measured_by_default
-    from torchimages.buildjobs import Selection
+    from torchimages.build.jobs import Selection
+    from torchimages.verify.benchstage import measured_by_default
 
     assert measured_by_default(Selection()).variants == ("base",)
     assert measured_by_default(Selection(flavors=("cpu",))) == Selection(flavors=("cpu",), variants=("base",))

@@ -18,9 +18,11 @@ from dockerfile_parse import DockerfileParser
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchimages import cli, matrix, render, specs
+from torchimages import cli
+from torchimages.build import render
 from torchimages.errors import HIDDEN, UserError
-from torchimages.matrix import LIST_FIELDS
+from torchimages.input import matrix, specs
+from torchimages.input.matrix import LIST_FIELDS
 
 from .conftest import ROOT
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from torchimages import compat, lock, manifest
+from torchimages import manifest
 from torchimages.checkedjson import DIGEST
 from torchimages.errors import UserError
+from torchimages.input import compat, lock
 from torchimages.report import Report
 
 from .test_fuzz_hostile import hostile

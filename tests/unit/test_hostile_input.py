@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from torchimages import matrix, registry, specs
+from torchimages import registry
 from torchimages.errors import UserError
+from torchimages.input import matrix, specs
 from torchimages.report import atomic_write
 
 from .conftest import ROOT, problems_of, run_cli

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from torchimages import lock, manifest, matrix, specs
+from torchimages import manifest
 from torchimages.errors import UserError
+from torchimages.input import lock, matrix, specs
 from torchimages.report import ImageRecord, PushStage, Report, SbomStage, SmokeStage
 
 from .conftest import ROOT, build_py, digest
@@ -277,7 +278,7 @@ def lock_plan() -> specs.Plan:
 @pytest.mark.parametrize(("value", "ok"), [("5%", True), ("0.05", True), ("1", True), ("5", False), ("500%", True),
                                            ("2000%", False), ("-1%", False), ("nan", False), ("0.5%", True)])
 def test_max_growth_is_a_percent_or_a_share_never_both(value: str, ok: bool) -> None:
-    from torchimages.budget import parse_growth
+    from torchimages.build.budget import parse_growth
 
     if ok:
         assert 0 <= parse_growth(value) <= 10
@@ -305,7 +306,7 @@ def test_a_url_with_credentials_is_redacted_in_every_message() -> None:
 
 
 def test_publish_writes_each_pushed_image_once_in_name_order_with_what_its_report_says(tmp_path: Path) -> None:
-    from torchimages import publish
+    from torchimages.publish import push as publish
 
     sbom_file = tmp_path / "v2.7.sbom" / f"{CPU}-ssh.spdx.json"
     sbom_file.parent.mkdir()

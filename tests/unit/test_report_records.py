@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from torchimages.input.specs import image_tag
 from torchimages.report import ImageRecord, PushStage, Report, SmokeStage
-from torchimages.specs import image_tag
 
 from .conftest import digest
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from torchimages import publish, smokestage
 from torchimages.events import StageEvent
+from torchimages.input.specs import Release
 from torchimages.progress import LiveProgress, LogFiles, PlainProgress, fan_out
+from torchimages.publish import push as publish
 from torchimages.report import ImageRecord, Report, SmokeStage
-from torchimages.smoke import Check, SmokeResult, Target
-from torchimages.specs import Release
+from torchimages.verify import smokestage
+from torchimages.verify.smoke import Check, SmokeResult, Target
 
 from .fake_engine import FakeEngine
 
@@ -25,7 +26,7 @@ PLAIN_LINE = re.compile(r"^\d\d:\d\d:\d\d \+\s*[\d.]+s (\S+) (.*)$")
 
 class RecordedRunner:
     """The smoke runner's two calls the stage makes, answered from a list of results (the suite itself is
-    tested against real images in tests/integration/test_smoke.py)."""
+    tested against real images in tests/integration/verify/test_smoke.py)."""
 
     def __init__(self, results: dict[str, SmokeResult]) -> None:
         self.results = results

@@ -19,7 +19,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT))
-from torchimages import indexes  # noqa: E402
+from torchimages.input import indexes  # noqa: E402
 
 FACTS = ROOT.parent / "shared" / "reference" / "compat-facts.yaml"
 SINCE = "2.0"

@@ -1,4 +1,4 @@
-"""What the GPU probes decide, kept apart from torch so it is tested without a GPU (tests/unit/test_gpu_probes.py).
+"""What the GPU probes decide, kept apart from torch so it is tested without a GPU (tests/unit/verify/test_gpu_probes.py).
 
 Runs in the image's Python (any 3.8+), beside the probes that import it.
 """

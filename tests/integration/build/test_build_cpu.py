@@ -1,0 +1,149 @@
+"""The CPU entry built on a real engine: torch in every image, shared layers, report, no secrets."""
+
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+import subprocess
+import tarfile
+from dataclasses import dataclass, field
+
+import docker
+import pytest
+
+from ..conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, engine_client, run_in
+
+
+@pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
+def test_torch_version_in_each_image(api: docker.APIClient, cpu_build: EntryBuild, variant: str) -> None:
+    tag = cpu_build.tags[variant]
+    _, output = run_in(api, tag, ["python", "-c", "import torch; print(torch.__version__)"])
+    assert output.strip().split("+")[0] == cpu_build.spec.torch, f"{tag} holds torch {output.strip()}"
+
+
+def test_report_records_every_image(cpu_build: EntryBuild) -> None:
+    records = {r["variant"]: r for r in cpu_build.report["images"]}
+    assert set(records) == {"base", "jupyter", "ssh"}
+    for variant, record in records.items():
+        assert record["result"] == "built", record
+        assert record["size_bytes"] > 100_000_000 and record["layers"] > 1 and record["image_id"].startswith("sha256:")
+        assert record["versions"]["torch"] == cpu_build.spec.torch and record["versions"]["cuda"] is None
+        if variant != "base":
+            assert 0 < record["adds_bytes"] < record["size_bytes"]
+    assert "report:" in cpu_build.result.stdout
+
+
+def test_variants_share_every_base_layer(api: docker.APIClient, cpu_build: EntryBuild) -> None:
+    base = api.inspect_image(cpu_build.tags["base"])["RootFS"]["Layers"]
+    for variant in ("jupyter", "ssh"):
+        layers = api.inspect_image(cpu_build.tags[variant])["RootFS"]["Layers"]
+        assert layers[: len(base)] == base, f"{variant} does not reuse the base layers"
+
+
+def test_labels_declare_the_versions(api: docker.APIClient, cpu_build: EntryBuild) -> None:
+    labels = api.inspect_image(cpu_build.tags["jupyter"])["Config"]["Labels"]
+    assert labels["io.torchimages.torch"] == cpu_build.spec.torch
+    assert labels["io.torchimages.python"] == cpu_build.spec.python
+    assert labels["io.torchimages.variant"] == "jupyter"
+    assert labels["org.opencontainers.image.version"] == "it"
+
+
+def test_default_user_is_not_root(api: docker.APIClient, cpu_build: EntryBuild) -> None:
+    for tag in cpu_build.tags.values():
+        user = api.inspect_image(tag)["Config"]["User"]
+        assert user and not user.startswith(("0", "root")), f"{tag} runs as {user!r}"
+
+
+def test_pip_constraint_blocks_replacing_torch(api: docker.APIClient, cpu_build: EntryBuild) -> None:
+    status, output = run_in(api, cpu_build.tags["base"], ["pip", "install", "--no-index", "torch==2.0.0"],
+                            must_succeed=False)
+    assert status != 0
+    assert "(constraint) torch==" in output, f"pip was not stopped by the constraint file: {output}"
+
+
+SECRETS = (SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode())
+
+
+@pytest.fixture(scope="module")
+def scans(api: docker.APIClient, cpu_build: EntryBuild) -> dict[str, Scan]:
+    """The three images exported and searched at once: the layers they share are read once."""
+    return scan_images(api, list(cpu_build.tags.values()), SECRETS)
+
+
+@pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
+def test_no_secret_in_history_or_layers(api: docker.APIClient, cpu_build: EntryBuild, scans: dict[str, Scan],
+                                        variant: str) -> None:
+    tag = cpu_build.tags[variant]
+    history = subprocess.run(["docker", "history", "--no-trunc", tag], capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+    for secret in (SECRET_TOKEN, SECRET_PROXY_PASSWORD):
+        assert secret not in history, f"{secret} in docker history of {tag}"
+    scan = scans[tag]
+    layers = set(api.inspect_image(tag)["RootFS"]["Layers"])
+    assert scan.layers == len(layers), f"scanned {scan.layers} of the {len(layers)} layers of {tag}"
+    assert scan.configs == 1 and any(name.endswith("/site-packages/torch/__init__.py") for name in scan.files), (
+        "the scan did not read the image config and the files torch installed")
+    assert scan.found == [], f"secrets in exported layers of {tag}: {scan.found}"
+
+
+@dataclass
+class Scan:
+    found: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    layers: int = 0
+    configs: int = 0
+
+
+def scan_layers(api: docker.APIClient, tag: str, secrets: tuple[bytes, ...]) -> Scan:
+    """Every file of every exported layer of `tag` (and its image config), searched for the secrets."""
+    return scan_images(api, [tag], secrets)[tag]
+
+
+def scan_images(api: docker.APIClient, tags: list[str], secrets: tuple[bytes, ...]) -> dict[str, Scan]:
+    """Every file of every layer of each image (and each image config), searched for the secrets; the images are
+    exported together (`docker save A B C`), so a layer they share is read once."""
+    # its own client: the engine may take longer than the shared client's 30 s before the export's first bytes
+    exporter = engine_client(timeout=900)
+    assert exporter is not None, "the engine stopped answering"
+    response = exporter._get(exporter._url("/images/get"), params={"names": tags}, stream=True)
+    exporter._raise_for_status(response)
+    read: dict[str, Scan] = {}  # member of the export -> what it holds
+    links: dict[str, str] = {}  # the export links a layer that recurs to its first copy
+    with tarfile.open(fileobj=io.BytesIO(b"".join(response.iter_content(2**20)))) as outer:
+        for member in outer.getmembers():
+            if member.isfile():
+                read[member.name] = scan_member(member.name, outer.extractfile(member).read(), secrets)
+            elif member.issym():
+                links[member.name] = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
+        manifest = json.loads(outer.extractfile("manifest.json").read())
+    read.update({name: read[target] for name, target in links.items() if target in read})
+    scans = {}
+    for image in manifest:
+        scan = Scan()
+        for name in [image["Config"], *dict.fromkeys(image["Layers"])]:
+            part = read[name]
+            scan.found += part.found
+            scan.files += part.files
+            scan.layers += part.layers
+            scan.configs += part.configs
+        scans.update(dict.fromkeys(image["RepoTags"], scan))
+    assert set(tags) <= set(scans), f"the export holds {sorted(scans)}, not {tags}"
+    return scans
+
+
+def scan_member(name: str, data: bytes, secrets: tuple[bytes, ...]) -> Scan:
+    """One member of an export: a layer (every file in it searched) or a JSON document (searched whole)."""
+    scan = Scan()
+    if name.endswith("layer.tar") or data[:262][257:262] == b"ustar":
+        scan.layers = 1
+        with tarfile.open(fileobj=io.BytesIO(data)) as layer:
+            for entry in layer.getmembers():
+                if entry.isfile():
+                    content = layer.extractfile(entry).read()
+                    scan.files.append(entry.name)
+                    scan.found += [f"{name}:{entry.name}" for s in secrets if s in content]
+    else:
+        scan.configs = int(name.endswith(".json") and b'"rootfs"' in data)
+        scan.found += [name for s in secrets if s in data]
+    return scan

@@ -1,0 +1,107 @@
+"""The anonymous token flow Docker Hub and nvcr.io use (distribution's token auth: 401 with a Bearer challenge,
+a token from the realm for the scope, the manifest with that token), as `lock` resolves a public base image; on a
+local HTTPS server that speaks that protocol, since neither registry can be reached from these machines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import requests
+
+from torchimages.registry import RegistryClient
+
+from ..conftest import AnsweringHandler, tls_server
+
+DIGEST = "sha256:" + "c" * 64
+
+
+class TokenRegistry(AnsweringHandler):
+    asked: ClassVar[list[tuple[str, str]]] = []
+    realm: ClassVar[str] = "https://{host}/token"  # what the challenge names; {host}: the Host the client asked
+    digest: ClassVar[str] = DIGEST  # what the manifest's Docker-Content-Digest says
+
+    def do_GET(self) -> None:
+        TokenRegistry.asked.append((self.path, self.headers.get("Authorization") or ""))
+        host = self.headers["Host"]
+        if self.path.startswith("/token?"):
+            self.answer(200, json.dumps({"token": "anon-token"}).encode(), {"Content-Type": "application/json"})
+        elif self.headers.get("Authorization") != "Bearer anon-token":
+            realm = TokenRegistry.realm.format(host=host, port=host.rsplit(":", 1)[1])
+            self.answer(401, b"{}", {"WWW-Authenticate": f'Bearer realm="{realm}",'
+                                                         'service="registry.docker.io",scope="repository:library/debian:pull"'})
+        elif self.path == "/v2/library/debian/manifests/bookworm-slim":
+            accepted = self.headers.get("Accept", "")
+            kind = "application/vnd.oci.image.index.v1+json"
+            self.answer(200 if kind in accepted else 404, b'{"manifests": []}',
+                        {"Content-Type": kind, "Docker-Content-Digest": TokenRegistry.digest})
+        else:
+            self.answer(404, b"{}", {})
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    httpd, host, ca = tls_server(TokenRegistry, tmp_path_factory.mktemp("tls"))
+    yield host, ca
+    httpd.shutdown()
+
+
+def test_a_public_tag_resolves_through_an_anonymous_token(server: tuple[str, Path]) -> None:
+    host, ca = server
+    TokenRegistry.asked.clear()
+    assert RegistryClient(host, ca=ca).digest("library/debian", "bookworm-slim") == DIGEST
+    (first, no_auth), (token, token_auth), (again, bearer) = TokenRegistry.asked
+    assert first == again == "/v2/library/debian/manifests/bookworm-slim" and no_auth == ""
+    assert token.startswith("/token?") and "scope=repository%3Alibrary%2Fdebian%3Apull" in token
+    assert token_auth == "", "anonymous: no credentials sent to the token realm"
+    assert bearer == "Bearer anon-token"
+
+
+def test_a_missing_tag_is_none(server: tuple[str, Path]) -> None:
+    host, ca = server
+    assert RegistryClient(host, ca=ca).digest("library/debian", "no-such-tag") is None
+
+
+@pytest.fixture
+def challenge() -> Iterator[type[TokenRegistry]]:
+    TokenRegistry.asked.clear()
+    yield TokenRegistry
+    TokenRegistry.realm, TokenRegistry.digest = "https://{host}/token", DIGEST
+
+
+def test_credentials_go_to_a_token_realm_on_the_registrys_own_host(server: tuple[str, Path], challenge: type) -> None:
+    host, ca = server
+    assert RegistryClient(host, username="ci", password="s3cret", ca=ca).digest("library/debian", "bookworm-slim")
+    token_auth = next(auth for path, auth in challenge.asked if path.startswith("/token?"))
+    assert token_auth.startswith("Basic "), "the registry's own realm gets the credentials"
+
+
+def test_a_realm_on_another_host_gets_no_credentials_unless_allowed(server: tuple[str, Path], challenge: type,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    host, ca = server
+    challenge.realm = "https://localhost:{port}/token"  # the same server under another name: another origin
+    assert RegistryClient(host, username="ci", password="s3cret", ca=ca).digest("library/debian", "bookworm-slim")
+    assert [auth for path, auth in challenge.asked if path.startswith("/token?")] == [""], "asked anonymously"
+    challenge.asked.clear()
+    monkeypatch.setenv("TORCHIMAGES_TOKEN_HOSTS", "auth.example.com, localhost")
+    assert RegistryClient(host, username="ci", password="s3cret", ca=ca).digest("library/debian", "bookworm-slim")
+    assert [auth[:6] for path, auth in challenge.asked if path.startswith("/token?")] == ["Basic "]
+
+
+def test_a_realm_over_plain_http_is_never_asked(server: tuple[str, Path], challenge: type) -> None:
+    host, ca = server
+    challenge.realm = "http://{host}/token"
+    with pytest.raises(requests.RequestException, match="not an https URL, so no token is asked for"):
+        RegistryClient(host, username="ci", password="s3cret", ca=ca).digest("library/debian", "bookworm-slim")
+    assert not any(path.startswith("/token?") for path, _ in challenge.asked)
+
+
+@pytest.mark.parametrize("answered", ["sha256:abc", 'sha256:"; echo', "sha256:" + "c" * 64 + "x"])
+def test_a_digest_the_registry_made_up_is_refused(server: tuple[str, Path], challenge: type, answered: str) -> None:
+    host, ca = server
+    challenge.digest = answered
+    with pytest.raises(requests.RequestException, match="is not a digest"):
+        RegistryClient(host, ca=ca).digest("library/debian", "bookworm-slim")

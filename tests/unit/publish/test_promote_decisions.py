@@ -1,0 +1,171 @@
+"""Promotion decided where it is decided, in `Promoter` and the `promote` command, against a local
+HTTPS server that speaks the registry's manifest API (GET by tag or digest, PUT by tag). The real registry's runs are
+in tests/integration/publish/test_promote.py; here each decision is driven on its own: what is PUT, when nothing is, and the
+exit code."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import yaml
+
+from torchimages.events import StageEvent
+from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
+from torchimages.publish import promote
+from torchimages.registry import RegistryClient
+
+from ..conftest import ROOT, AnsweringHandler, tls_server
+
+MEDIA = "application/vnd.oci.image.manifest.v1+json"
+CPU = "torch2.13.0-cpu-py3.11"
+IMAGES = (CPU, f"{CPU}-jupyter", f"{CPU}-ssh")
+
+
+def body_of(n: int) -> bytes:
+    return json.dumps({"schemaVersion": 2, "mediaType": MEDIA, "config": {"digest": f"sha256:{n:064x}"}}).encode()
+
+
+def digest_of(body: bytes) -> str:
+    return f"sha256:{hashlib.sha256(body).hexdigest()}"
+
+
+class ManifestRegistry(AnsweringHandler):
+    by_digest: ClassVar[dict[str, bytes]] = {}  # what GET .../manifests/DIGEST answers
+    tags: ClassVar[dict[str, str]] = {}  # tag -> digest
+    puts: ClassVar[list[tuple[str, bytes]]] = []
+
+    def do_GET(self) -> None:
+        reference = self.path.rsplit("/", 1)[1]
+        digest = self.tags.get(reference, reference)
+        body = self.by_digest.get(digest)
+        if body is None:
+            self.answer(404, b"{}", {})
+        else:
+            self.answer(200, body, {"Content-Type": MEDIA, "Docker-Content-Digest": digest})
+
+    def do_PUT(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        tag = self.path.rsplit("/", 1)[1]
+        self.puts.append((tag, body))
+        self.tags[tag] = digest_of(body)
+        self.by_digest.setdefault(digest_of(body), body)
+        self.answer(201, b"", {"Docker-Content-Digest": digest_of(body)})
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    httpd, host, ca = tls_server(ManifestRegistry, tmp_path_factory.mktemp("tls"))
+    yield host, ca
+    httpd.shutdown()
+
+
+@pytest.fixture
+def registry(server: tuple[str, Path]) -> Iterator[tuple[str, Path]]:
+    """The server holding three candidates (pushed under their candidate tags), and no release tag."""
+    ManifestRegistry.by_digest, ManifestRegistry.tags, ManifestRegistry.puts = {}, {}, []
+    for n, name in enumerate(IMAGES):
+        body = body_of(n)
+        ManifestRegistry.by_digest[digest_of(body)] = body
+        ManifestRegistry.tags[f"v2.7-rc.1-{name}"] = digest_of(body)
+    yield server
+
+
+def candidates(host: str) -> ReleaseManifest:
+    counts = SmokeCounts(9, 0, 0, 0)
+    variants = ("base", "jupyter", "ssh")
+    return ReleaseManifest("v2.7", f"{host}/ml/pt", candidate="rc.1", images=tuple(
+        ManifestImage(name, variant, digest_of(body_of(n)), {}, counts)
+        for n, (name, variant) in enumerate(zip(IMAGES, variants, strict=True))))
+
+
+def promoter(host: str, ca: Path, *, force: bool = False) -> tuple[promote.Promoter, list[StageEvent]]:
+    events: list[StageEvent] = []
+    return promote.Promoter(RegistryClient(host, ca=ca), f"{host}/ml/pt", events.append, force=force, retries=0,
+                            backoff=0.01), events
+
+
+def test_each_release_tag_is_the_candidates_manifest_byte_for_byte(registry: tuple[str, Path]) -> None:
+    host, ca = registry
+    promotions = promote.plan(candidates(host), list(IMAGES))
+    runner, _ = promoter(host, ca)
+    runner.check(promotions)
+    runner.promote(promotions)
+    assert [p.state for p in promotions] == ["promoted"] * 3
+    assert ManifestRegistry.puts == [(f"v2.7-{name}", body_of(n)) for n, name in enumerate(IMAGES)]
+
+
+def test_a_manifest_whose_bytes_are_not_the_candidates_digest_is_never_put(registry: tuple[str, Path]) -> None:
+    host, ca = registry
+    wanted = digest_of(body_of(0))
+    ManifestRegistry.by_digest[wanted] = body_of(99)  # the registry answers other bytes under the tested digest
+    promotions = promote.plan(candidates(host), list(IMAGES))
+    runner, _ = promoter(host, ca)
+    runner.check(promotions)
+    runner.promote(promotions)
+    assert promotions[0].state == "failed" and "nothing was written" in (promotions[0].error or "")
+    assert [tag for tag, _ in ManifestRegistry.puts] == [f"v2.7-{IMAGES[1]}", f"v2.7-{IMAGES[2]}"]
+
+
+def test_a_release_tag_at_another_image_refuses_the_whole_release(registry: tuple[str, Path]) -> None:
+    host, ca = registry
+    ManifestRegistry.tags[f"v2.7-{IMAGES[2]}"] = digest_of(body_of(0))  # an earlier, other image
+    promotions = promote.plan(candidates(host), list(IMAGES))
+    with pytest.raises(promote.PromotionRefused, match=r"release tags are immutable: .*v2\.7-torch2\.13\.0-cpu-py3\.11-ssh "
+                                                       r"already points at"):
+        promoter(host, ca)[0].check(promotions)
+    assert ManifestRegistry.puts == []
+    forced, _ = promoter(host, ca, force=True)
+    forced.check(promotions)
+    forced.promote(promotions)
+    assert [p.state for p in promotions] == ["promoted"] * 3
+
+
+def test_a_tag_already_at_its_digest_is_left_as_it_is(registry: tuple[str, Path]) -> None:
+    host, ca = registry
+    ManifestRegistry.tags[f"v2.7-{IMAGES[0]}"] = digest_of(body_of(0))
+    promotions = promote.plan(candidates(host), list(IMAGES))
+    runner, events = promoter(host, ca)
+    runner.check(promotions)
+    runner.promote(promotions)
+    assert [p.state for p in promotions] == ["unchanged", "promoted", "promoted"]
+    assert [tag for tag, _ in ManifestRegistry.puts] == [f"v2.7-{IMAGES[1]}", f"v2.7-{IMAGES[2]}"]
+    assert [e.kind for e in events if e.image == IMAGES[0]] == ["queued", "unchanged"]
+
+
+def run_promote(host: str, ca: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    from torchimages import manifest
+
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    data["images"], data["registry"] = [e for e in data["images"] if e["flavor"] == "cpu"], f"{host}/ml/pt"
+    (folder / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    manifest.write(candidates(host), folder / "candidates.json")
+    (folder / "docker").mkdir(exist_ok=True)  # no stored credentials
+    return subprocess.run([sys.executable, str(ROOT / "build.py"), "promote", "--tag", "v2.7", "--candidates",
+                           str(folder / "candidates.json"), "--matrix", str(folder / "matrix.yaml"), "--registry-ca",
+                           str(ca), "--plain", "--manifest", str(folder / "release.json")], cwd=folder,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "DOCKER_CONFIG": str(folder / "docker")})
+
+
+def test_the_promote_command_exits_0_with_a_release_manifest_and_1_without(registry: tuple[str, Path],
+                                                                          tmp_path: Path) -> None:
+    host, ca = registry
+    ManifestRegistry.tags[f"v2.7-{IMAGES[1]}"] = digest_of(body_of(2))
+    refused = run_promote(host, ca, tmp_path)
+    assert refused.returncode == 1 and "release tags are immutable" in refused.stderr, refused.stderr
+    assert not (tmp_path / "release.json").exists() and ManifestRegistry.puts == []
+    del ManifestRegistry.tags[f"v2.7-{IMAGES[1]}"]
+    done = run_promote(host, ca, tmp_path)
+    assert done.returncode == 0, done.stderr
+    written = json.loads((tmp_path / "release.json").read_text())
+    assert written["promoted_from"] == "rc.1" and written["candidate"] is None
+    assert [i["tag"] for i in written["images"]] == [f"{host}/ml/pt:v2.7-{name}" for name in IMAGES]
+    assert len(ManifestRegistry.puts) == 3

@@ -1,0 +1,71 @@
+"""The SBOM step of publishing: every pushed image gets the SBOM of the image its suite tested, several scanned at a
+time (syft itself reads real images in tests/integration/publish/test_publish.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from torchimages.errors import UserError
+from torchimages.publish import pushstage as publishstage
+from torchimages.publish import sbom
+from torchimages.report import ImageRecord, PushStage, Report, SbomStage
+
+
+def pushed_report(names: list[str], *, failed_push: str = "") -> Report:
+    report = Report(release="v1", matrix="matrix.yaml")
+    for name in names:
+        push = PushStage(f"r.example/ml/x:v1-{name}", digest="sha256:" + "a" * 64, error="denied" if name == failed_push
+                         else None)
+        report.images.append(ImageRecord(image=name, entry=name, variant="base", tag=f"r/{name}:v1", result="built",
+                                         versions={}, image_id=f"sha256:{name}", push=push))
+    return report
+
+
+class FakeSyft:
+    """sbom.generate answered after a pause; counts the scans side by side and which image IDs were scanned."""
+
+    def __init__(self, failing: str = "") -> None:
+        self.now = self.most = 0
+        self.scanned: list[str] = []
+        self.lock = threading.Lock()
+        self.failing = failing
+
+    def __call__(self, image_id: str, out: Path) -> SbomStage:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.2)
+        with self.lock:
+            self.now -= 1
+            self.scanned.append(image_id)
+        if image_id == self.failing:
+            raise UserError(f"syft could not read {image_id}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("{}")
+        return SbomStage(path=str(out), sha256="0" * 64, image_id=image_id, packages={"deb": 1})
+
+
+def test_pushed_images_are_scanned_side_by_side_and_each_keeps_its_own_sbom(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path) -> None:
+    syft = FakeSyft()
+    monkeypatch.setattr(sbom, "generate", syft)
+    report = pushed_report(["a", "b", "c", "d", "e"], failed_push="d")
+    publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None)
+    assert 1 < syft.most <= publishstage.SBOM_SCANS_AT_A_TIME, syft.most
+    assert sorted(syft.scanned) == ["sha256:a", "sha256:b", "sha256:c", "sha256:e"], "a failed push has no SBOM"
+    for record in report.images:
+        expected = None if record.image == "d" else f"v1.sbom/{record.image}.spdx.json"
+        assert (record.sbom.path if record.sbom else None) == expected, record
+
+
+def test_a_failed_scan_is_raised_after_the_others_ended(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    syft = FakeSyft(failing="sha256:b")
+    monkeypatch.setattr(sbom, "generate", syft)
+    report = pushed_report(["a", "b", "c"])
+    with pytest.raises(UserError, match="syft could not read sha256:b"):
+        publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None)
+    assert len(syft.scanned) == 3 and report.images[0].sbom is not None

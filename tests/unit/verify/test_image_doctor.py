@@ -1,0 +1,109 @@
+"""image-doctor's rules (the script shipped in every image), checked as plain functions."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from torchimages.build import render
+from torchimages.input import matrix, specs
+
+from ..conftest import ROOT
+
+
+def doctor() -> ModuleType:
+    path = ROOT / "templates" / "files" / "image-doctor"
+    loader = importlib.machinery.SourceFileLoader("image_doctor", str(path))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("image_doctor", loader))
+    loader.exec_module(module)
+    return module
+
+
+IMAGE = {"flavor": "cuda", "cuda": "12.8", "min_driver": "570.124.06", "min_driver_minor_compat": "525"}
+
+
+def test_new_enough_driver_is_fine() -> None:
+    assert doctor().driver_problems("575.57.08", IMAGE, ["NVIDIA GeForce RTX 4090"], False) == []
+
+
+def test_old_driver_within_minor_version_compatibility() -> None:
+    [problem] = doctor().driver_problems("535.104.05", IMAGE, ["NVIDIA GeForce RTX 4090"], False)
+    assert "runs through CUDA minor-version compatibility" in problem and "upgrade the host driver to 570.124.06" in problem
+
+
+def test_driver_too_old_on_a_consumer_gpu() -> None:
+    image = dict(IMAGE, cuda="13.0", min_driver="580.95.05", min_driver_minor_compat="580")
+    [problem] = doctor().driver_problems("535.104.05", image, ["NVIDIA GeForce RTX 4090"], True)
+    assert problem.startswith("driver 535 is older than the 580 this image needs: upgrade the host's NVIDIA driver")
+
+
+def test_forward_compatibility_only_on_data_center_gpus() -> None:
+    image = dict(IMAGE, cuda="13.0", min_driver="580.95.05", min_driver_minor_compat="580")
+    [problem] = doctor().driver_problems("535.104.05", image, ["NVIDIA H100 80GB HBM3"], True)
+    assert "on this data-center GPU the image's CUDA forward-compatibility package may still run it" in problem
+    [without_package] = doctor().driver_problems("535.104.05", image, ["NVIDIA H100 80GB HBM3"], False)
+    assert without_package.startswith("driver 535 is older than the 580 this image needs")
+
+
+def rendered_image_json(name: str) -> dict:
+    """The image.json that render writes into an entry of matrix.yaml (what image-doctor reads in the image)."""
+    plan = specs.resolve(matrix.load(ROOT / "matrix.yaml"))
+    spec = next(s for s in plan.specs if s.name.startswith(name))
+    return render.image_facts(spec)
+
+
+def test_cpu_image_has_no_gpu_or_driver_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    module = doctor()
+    monkeypatch.setattr(module, "shm_megabytes", lambda: 16384)
+    monkeypatch.setattr(module, "nvidia_smi", lambda: [])
+    cpu, cuda = rendered_image_json("torch2.13.0-cpu"), rendered_image_json("torch2.3.1-cu121")
+    monkeypatch.setattr(module, "proc_driver", lambda: None)  # no GPU given to the container
+    assert module.startup_problems(cpu)[0] == []
+    assert module.startup_problems(cuda)[0] == ["no GPU is visible: start the container with --gpus all"]
+    monkeypatch.setattr(module, "proc_driver", lambda: "390.48")  # a host with an ancient driver, its GPU given
+    monkeypatch.setattr(module, "gpu_devices", lambda: ["nvidia0"])
+    assert module.startup_problems(cpu)[0] == []
+    [too_old] = module.startup_problems(cuda)[0]
+    assert too_old.startswith("driver 390 is older than the 530 this image needs"), too_old
+
+
+def fake_nvidia_smi(folder: Path, script: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + script)
+    smi.chmod(0o755)
+    return folder
+
+
+def test_a_readable_proc_driver_without_gpu_devices_is_no_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without --gpus the container still reads /proc/driver/nvidia/version: that is not a GPU."""
+    module = doctor()
+    monkeypatch.setattr(module, "shm_megabytes", lambda: 16384)
+    monkeypatch.setattr(module, "proc_driver", lambda: "580.95.05")
+    monkeypatch.setenv("PATH", str(fake_nvidia_smi(tmp_path / "bin", "echo 'No devices were found'; exit 6\n")))
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "nvidiactl").write_text("")  # the control device alone is no GPU
+    monkeypatch.setenv("TORCHIMAGES_DEV", str(tmp_path / "dev"))
+    cuda = rendered_image_json("torch2.3.1-cu121")
+    assert "no GPU is visible: start the container with --gpus all" in module.startup_problems(cuda)[0]
+
+
+def test_gpu_device_files_are_found(tmp_path: Path) -> None:
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia-caps"):
+        (tmp_path / name).write_text("")
+    assert doctor().gpu_devices(str(tmp_path)) == ["nvidia0", "nvidia1"]
+
+
+def test_unknown_memory_and_an_old_driver_without_compute_cap(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    module = doctor()
+    monkeypatch.setenv("PATH", str(fake_nvidia_smi(tmp_path / "gb10", "echo 'NVIDIA GB10, 580.95.05, [N/A], 12.1'\n")))
+    assert module.nvidia_smi() == [{"name": "NVIDIA GB10", "driver": "580.95.05", "memory_mb": None, "capability": "12.1"}]
+    old = ('case "$1" in *compute_cap*) echo \'Field "compute_cap" is not a valid field to query.\'; exit 2;; esac\n'
+           "echo 'Tesla V100-SXM2-16GB, 470.82.01, 16160'\n")
+    monkeypatch.setenv("PATH", str(fake_nvidia_smi(tmp_path / "r470", old)))
+    assert module.nvidia_smi() == [{"name": "Tesla V100-SXM2-16GB", "driver": "470.82.01", "memory_mb": 16160,
+                                    "capability": None}]

@@ -1,0 +1,106 @@
+"""How the smoke runner asks for GPUs and reads them, and a suite that hangs.
+
+The engine's answers are tests/unit/fake_engine.py's (a refused GPU request is what this machine's engine says; an
+nvidia-smi error is what a host with a broken driver says); the real engine's refusal is checked in
+tests/integration/verify/test_smoke.py.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from torchimages.containers import Containers
+from torchimages.verify import bench
+from torchimages.verify.smoke import SmokeRunner, run_pytest
+
+from ..fake_engine import REFUSED, FakeEngine
+
+
+def test_an_engine_without_the_toolkit_is_asked_once_then_gets_containers_without_gpus() -> None:
+    engine = FakeEngine(refuse_gpus=True)
+    runner = Containers(engine.engine)
+    assert runner.start("img") == "c2" and runner.start("img") == "c3"
+    assert [bool(c["device_requests"]) for c in engine.created] == [True, False, False]
+    assert engine.removed == ["c1"] and runner.gpu_request is False and runner.started == ["c2", "c3"]
+    assert REFUSED in runner.gpu_note and "no NVIDIA container toolkit" in runner.gpu_note
+    assert runner.gpus("c2") == (0, None)
+    runner.remove_all()
+    assert engine.removed == ["c1", "c2", "c3"] and runner.started == []
+
+
+def test_gpus_are_requested_without_an_nvidia_runtime_and_counted_from_nvidia_smi() -> None:
+    engine = FakeEngine(refuse_gpus=False, smi=(0, b"GPU 0: NVIDIA H200 (UUID: GPU-1)\nGPU 1: NVIDIA H200 (UUID: GPU-2)\n"))
+    runner = Containers(engine.engine)
+    container = runner.start("img")
+    assert engine.created[0]["device_requests"] and runner.gpu_request is True
+    assert runner.gpus(container) == (2, None)
+
+
+def test_an_nvidia_smi_error_is_an_error_not_zero_gpus() -> None:
+    failure = b"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+    runner = Containers(FakeEngine(refuse_gpus=False, smi=(9, failure)).engine)
+    container = runner.start("img")
+    count, error = runner.gpus(container)
+    assert count == 0 and error and "nvidia-smi failed in the container" in error and "couldn't communicate" in error
+
+
+def test_a_hanging_suite_keeps_the_results_of_the_checks_before_it(tmp_path: Path) -> None:
+    suite = tmp_path / "test_hang.py"
+    suite.write_text(textwrap.dedent("""
+        import time
+
+        def test_first():
+            pass
+
+        def test_hangs():
+            time.sleep(600)
+
+        def test_never_reached():
+            pass
+    """))
+    junit = tmp_path / "junit.xml"
+    # -v, as the runner passes it: pytest names each check as it starts, so the one that hung is named
+    command = [sys.executable, "-m", "pytest", str(suite), f"--junitxml={junit}", "-p", "no:cacheprovider", "-v"]
+    checks = run_pytest(command, junit, budget=5, cwd=tmp_path, grace=30)
+    outcomes = {c.name.split("::")[-1]: c.outcome for c in checks}
+    assert outcomes.get("test_first") == "passed", checks
+    assert outcomes.get("budget") == "failed"
+    budget = next(c for c in checks if c.name == "suite::budget")
+    assert "ran past its 5 s budget" in budget.message and "test_hangs" in budget.message, budget.message
+    assert "test_never_reached" not in outcomes
+
+
+RESULT = b'{"device": "cpu", "torch": "2.13.0", "rows": [], "note": ""}\n'
+
+
+def test_the_bench_reads_its_result_from_stdout_only() -> None:
+    engine = FakeEngine(refuse_gpus=True, smi=(0, RESULT))
+    engine.stderr = b'{"warning": "a library printed JSON-looking text on stderr"}\n'
+    result = bench.in_image(SmokeRunner(engine=engine.engine), "img", 0.1)
+    assert result == {"device": "cpu", "torch": "2.13.0", "rows": [], "note": ""}
+    assert engine.removed[-1] == "c2", "the container outlived the benchmark"
+
+
+def test_a_failing_image_is_an_error_result_not_a_traceback() -> None:
+    engine = FakeEngine(refuse_gpus=True, smi=(1, b""))
+    engine.stderr = b"Traceback (most recent call last):\nRuntimeError: CUDA error: out of memory\n"
+    result = bench.in_image(SmokeRunner(engine=engine.engine), "img", 0.1)
+    assert result == {"error": "the benchmark exited 1: Traceback (most recent call last): | RuntimeError: CUDA error: "
+                               "out of memory"}
+    assert bench.parse_result(124, "", "")["error"].startswith("the benchmark timed out")
+    assert "printed no result" in bench.parse_result(0, "not json\n", "")["error"]
+
+
+def test_a_passing_check_carries_its_note_into_the_results(tmp_path: Path) -> None:
+    suite = tmp_path / "test_note.py"
+    suite.write_text(textwrap.dedent("""
+        def test_one_gpu(request):
+            request.node.user_properties.append(("note", "one GPU: no NCCL transport was used"))
+    """))
+    junit = tmp_path / "junit.xml"
+    command = [sys.executable, "-m", "pytest", str(suite), f"--junitxml={junit}", "-p", "no:cacheprovider", "-q",
+               "-o", "junit_family=xunit2"]
+    [check] = run_pytest(command, junit, budget=120, cwd=tmp_path)
+    assert (check.outcome, check.message) == ("passed", "one GPU: no NCCL transport was used")

@@ -1,0 +1,1 @@
+"""Build contexts rendered from the specs, and the images built from them."""

@@ -1,0 +1,92 @@
+"""What a build takes from the network it runs in: mirrors, proxies, a CA bundle, a wheelhouse.
+
+None of it may end up in an image: index URLs, the CA bundle and the wheelhouse are used only
+in builder stages; proxy variables are Docker's predefined build args, which it keeps out of the
+image history; an apt mirror (used in the final stage) may not carry credentials.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ..errors import UserError
+from ..input import grammar
+
+# Wheels of torch and the CUDA stack it depends on (file names use underscores for dashes).
+TORCH_STACK_WHEEL = re.compile(r"^(torch|triton|nvidia_[a-z0-9_]+|cuda_[a-z0-9_]+)-", re.IGNORECASE)
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    pip_index_url: str | None = None
+    torch_index_url: str | None = None
+    apt_mirror: str | None = None
+    ca_bundle: Path | None = None
+    wheelhouse: Path | None = None
+    offline: bool = False
+    base_image: str | None = None
+
+    def check(self) -> None:
+        """Refuse inputs that cannot work or would leak, before anything is built."""
+        for option, url in (("--pip-index-url", self.pip_index_url), ("--torch-index-url", self.torch_index_url),
+                            ("--apt-mirror", self.apt_mirror)):
+            if url and (why := grammar.url_problem(url, option)):
+                raise UserError(why)
+        if self.base_image and (why := grammar.control_problem(self.base_image) or
+                                grammar.image_reference_problem(self.base_image)):
+            raise UserError(f"--base-image: {why}")
+        if self.apt_mirror and "@" in urlsplit(self.apt_mirror).netloc:  # user, password or token
+            raise UserError("--apt-mirror must not contain credentials: apt runs in the final image's build stage, "
+                            "whose arguments Docker records; use an authenticating proxy (HTTP_PROXY) instead")
+        if self.ca_bundle and not self.ca_bundle.is_file():
+            raise UserError(f"--ca-bundle {self.ca_bundle}: no such file")
+        if self.wheelhouse and not any(self.wheelhouse.glob("*.whl")):
+            raise UserError(f"--wheelhouse {self.wheelhouse}: no .whl files there")
+        if self.offline and not self.wheelhouse:
+            raise UserError("--offline needs --wheelhouse DIR: pip then installs only from there")
+
+    def buildargs(self, *, base_image: str | None) -> dict[str, str]:
+        """Build args for one image; proxies pass through from the environment."""
+        args = {name: os.environ[key] for name in PROXY_VARIABLES for key in (name, name.lower()) if os.environ.get(key)}
+        optional = {"PIP_INDEX_URL": self.pip_index_url, "TORCH_INDEX_URL": self.torch_index_url,
+                    "APT_MIRROR": self.apt_mirror, "BASE_IMAGE": base_image}
+        args.update({key: value for key, value in optional.items() if value})
+        if self.offline:
+            args["OFFLINE"] = "1"
+        return args
+
+    def fill_context(self, context: Path, *, installs_torch: bool) -> None:
+        """Put the CA bundle and the wheelhouse where the builder stages COPY them from.
+
+        torch and the CUDA libraries it pulls (several GB) go only into builds that install torch:
+        a variant or an NGC image already has them, and each wheel in a context is sent to the
+        engine and stored in a builder layer.
+        """
+        config = context / "build-config"
+        if not config.is_dir():
+            return
+        if self.ca_bundle:
+            shutil.copyfile(self.ca_bundle, config / "extra-ca.pem")
+        if self.wheelhouse:
+            for wheel in sorted(self.wheelhouse.glob("*.whl")):
+                if installs_torch or not TORCH_STACK_WHEEL.match(wheel.name):
+                    link_or_copy(wheel, config / "wheelhouse" / wheel.name)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """A hard link where the file system allows (wheelhouses are large), else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def copy_context(source: Path, target: Path) -> None:
+    """A private copy of a rendered context (render wrote build-config/ only into contexts whose Dockerfile COPYs it)."""
+    shutil.copytree(source, target, copy_function=shutil.copy2)

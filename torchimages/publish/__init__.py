@@ -1,0 +1,1 @@
+"""Tested images pushed, promoted, described (SBOMs) and compared between releases."""

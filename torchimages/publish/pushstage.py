@@ -1,0 +1,108 @@
+"""The publish stage over a run's report: credentials, pushes, the release manifest."""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .. import manifest
+from ..engine import Engine
+from ..errors import UserError
+from ..events import EventSink, StageEvent
+from ..input import grammar
+from ..input.specs import REGISTRY, Release
+from ..registry import Credentials, credentials_from_docker_config
+from ..report import ImageRecord, Report
+from ..workspace import Workspace
+from . import push as publish
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    repository: str
+    registry_user: str | None = None
+    password_env: str = "TORCHIMAGES_REGISTRY_PASSWORD"
+    password_stdin: bool = False
+    registry_ca: Path | None = None
+    force: bool = False
+    manifest_path: Path | None = None
+    release: Release | None = None  # what is pushed: RELEASE[-CANDIDATE]-IMAGE tags; None for promote, which pushes none
+
+    def credentials(self) -> Credentials | None:
+        """From --registry-user with the password from the environment or stdin, else the docker config."""
+        self.check()
+        if not self.registry_user:
+            return credentials_from_docker_config(self.repository.split("/", 1)[0])
+        # rstrip("\r\n"): a password piped from a file written on Windows keeps no carriage return.
+        password = sys.stdin.readline().rstrip("\r\n") if self.password_stdin else os.environ.get(self.password_env, "")
+        if not password:
+            raise UserError(f"--registry-user needs a password: set {self.password_env} or use --password-stdin "
+                            "(never on the command line)")
+        return Credentials(self.registry_user, password)
+
+    def check(self) -> None:
+        """Refusals that need no registry: made before anything is built."""
+        if "@" in self.repository.split("/", 1)[0]:
+            raise UserError("--registry must not carry credentials (they would land in the manifest): give the user "
+                            "with --registry-user and the password in TORCHIMAGES_REGISTRY_PASSWORD or on stdin")
+        if self.password_stdin and not self.registry_user:
+            raise UserError("--password-stdin needs --registry-user: the password on stdin is for that user")
+        check_repository(self.repository)
+        if self.registry_user is not None and (grammar.control_problem(self.registry_user) or ":" in self.registry_user
+                                               or not self.registry_user):
+            raise UserError(f"--registry-user {self.registry_user!r} is not a user name: one line of visible text "
+                            "without ':'")
+
+
+# syft saves each image from the engine into the temporary folder, unpacks and catalogs it: three CPU images took 60 s
+# one after the other, 41 s three at a time (2 cores), and each scan holds about 3 GB of temporary disk while it runs.
+SBOM_SCANS_AT_A_TIME = 2
+
+
+def write_sboms(report: Report, folder: Path, emit: EventSink) -> None:
+    """An SBOM of every pushed image, as tested (by image ID), beside the report; several scanned at a time."""
+    from . import sbom
+
+    pushed = [(record, tested) for record in report.images
+              if record.push and record.push.ok and (tested := publish.tested_image_id(record))]
+
+    def scan(record: ImageRecord, tested: str) -> None:
+        emit(StageEvent(record.image, "started", "syft", stage="sbom"))
+        stage = sbom.generate(tested, folder / f"{record.image}.spdx.json")
+        record.sbom = replace(stage, path=str(Path(stage.path).relative_to(folder.parent)))
+        counts = ", ".join(f"{count} {kind}" for kind, count in sorted(stage.packages.items()))
+        emit(StageEvent(record.image, "built", f"{counts} packages", stage="sbom"))
+
+    with ThreadPoolExecutor(max_workers=SBOM_SCANS_AT_A_TIME, thread_name_prefix="sbom") as pool:
+        for future in [pool.submit(scan, record, tested) for record, tested in pushed]:
+            future.result()  # the first failure in the report's order is raised, once every scan has ended
+
+
+def check_repository(repository: str) -> None:
+    if not REGISTRY.fullmatch(repository):
+        raise UserError(f"--registry {repository!r} is not a registry/repository reference; use lowercase "
+                        "HOST[:PORT]/PATH, e.g. registry.example.com/ml/pytorch")
+
+
+def push_report(engine: Engine, report: Report, options: PushOptions, emit: EventSink,
+                credentials: Credentials | None, *, report_path: Path) -> tuple[bool, str]:
+    """Push what passed its smoke suite with its SBOM, and write the manifest: whether every push succeeded, and what
+    was written."""
+    if options.release is None:
+        raise UserError("a push needs the release it is of: --tag")
+    release = options.release
+    publisher = publish.Publisher(engine, options.repository, release, credentials=credentials,
+                                  ca=options.registry_ca, force=options.force, emit=emit)
+    path = Workspace.release_manifest(release.name, options.manifest_path)
+    manifest.check_writable(path)  # before the first push, not after the last
+    publisher.check_login()
+    outcomes = publisher.publish(report)
+    report.folder = report.folder or report_path.parent
+    write_sboms(report, report.sbom_folder(report_path.parent), emit)
+    made = publish.manifest([report], options.repository)
+    json_path, markdown_path = manifest.write(made, path)
+    return (all(outcome.error is None for outcome in outcomes),
+            f"release manifest: {json_path} ({markdown_path.name}): {len(made.images)} images")

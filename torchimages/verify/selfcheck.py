@@ -1,0 +1,85 @@
+"""`build.py selfcheck`: the suite's GPU and compute checks against a host's own torch (a GPU machine without Docker).
+
+A GPU host often has torch and nothing else, and no network. So this module imports neither the Docker SDK nor
+click nor rich: it needs pytest and pytest-testinfra in the interpreter that runs it (requirements-selfcheck.txt,
+carried as wheels; see docs/smoke-suite.md) and torch in the one given with --python (by default the same one). The probes
+run in the torch interpreter; pytest runs in this one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..settings import SETTINGS
+
+SUITE = ("test_gpu.py", "test_compute.py")
+PROBE = ("import json, torch; print(json.dumps({'gpus': torch.cuda.device_count(), 'cuda': torch.version.cuda, "
+         "'torch': torch.__version__}))")
+NEEDED = {"pytest": "pytest", "testinfra": "pytest-testinfra"}
+
+
+class SelfcheckError(Exception):
+    """Something to fix before the checks can run; printed as one message, exit code 2."""
+
+
+def torch_facts(python: str) -> dict:
+    """torch's version, CUDA and GPU count, read by the interpreter that will run the probes."""
+    try:
+        completed = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=300, check=False)
+    except FileNotFoundError:
+        raise SelfcheckError(f"--python {python}: no such interpreter") from None
+    except PermissionError:
+        raise SelfcheckError(f"--python {python}: not executable") from None
+    except subprocess.TimeoutExpired:
+        raise SelfcheckError(f"{python} took more than 300 s to import torch and count the GPUs") from None
+    if "No module named 'torch'" in completed.stderr:
+        raise SelfcheckError(f"{python} has no torch: give the interpreter that has it, e.g. --python /usr/bin/python3")
+    if completed.returncode != 0:
+        tail = " | ".join(completed.stderr.strip().splitlines()[-3:])
+        raise SelfcheckError(f"{python} could not import torch and count the GPUs: {tail}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def missing_test_tools() -> list[str]:
+    return [package for module, package in NEEDED.items() if importlib.util.find_spec(module) is None]
+
+
+def command(python: str, host: dict, *, require_gpu: bool, facts_file: Path) -> list[str]:
+    facts = {"image": "local", "variant": "base", "flavor": "cuda" if host["cuda"] else "cpu", "expected": {},
+             "labels": {}, "user": "", "label_prefix": "", "require_gpu": require_gpu,
+             "probes": str(SETTINGS.root / "tests" / "smoke" / "probes"), "jupyter": None, "ssh": None,
+             "gpus": host["gpus"], "python": python}
+    facts_file.write_text(json.dumps(facts))
+    smoke = SETTINGS.root / "tests" / "smoke"
+    return [sys.executable, "-m", "pytest", *(str(smoke / name) for name in SUITE), "--hosts=local://",
+            f"--facts={facts_file}", "-p", "no:cacheprovider", "-v", "-rs", f"--rootdir={SETTINGS.root}"]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="build.py selfcheck", description=__doc__.splitlines()[0])
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter that has torch (default: this one); pytest runs in this one")
+    parser.add_argument("--require-gpu", action="store_true", help="fail, instead of skip, the GPU checks without a GPU")
+    args = parser.parse_args(argv)
+    try:
+        if not (SETTINGS.root / "tests" / "smoke").is_dir():
+            raise SelfcheckError(f"{SETTINGS.root} has no tests/smoke: run selfcheck in the project's checkout")
+        missing = missing_test_tools()
+        if missing:
+            raise SelfcheckError(f"{sys.executable} lacks {', '.join(missing)}: install requirements-selfcheck.txt into "
+                                 "it (offline: from the wheels the GPU-host steps of docs/smoke-suite.md carry along)")
+        host = torch_facts(args.python)
+    except SelfcheckError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"selfcheck: torch {host['torch']}, CUDA {host['cuda']}, {host['gpus']} GPU(s), probes run by {args.python}",
+          flush=True)
+    with tempfile.TemporaryDirectory(prefix="selfcheck-") as tmp:
+        pytest = command(args.python, host, require_gpu=args.require_gpu, facts_file=Path(tmp) / "facts.json")
+        return subprocess.run(pytest, check=False, cwd=SETTINGS.root).returncode
