@@ -487,3 +487,43 @@ def module_cleaned_up() -> Iterator[None]:
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # a parent of a kept image stays
             client.remove_image(reference, force=True)
     before.prune_cache_made_since(client)
+
+
+# A one-entry CPU matrix, for the tests that render, fail or build it on their own.
+CPU_MATRIX = """\
+registry: registry.example.com/ml/failures
+images:
+  - flavor: cpu
+    name: {name}
+    torch: "2.13.0"
+    python: "3.11"
+{extra}"""
+
+
+def render_cpu_entry(tmp_path: Path, name: str, extra: str = "") -> tuple[Path, Path]:
+    """A one-entry CPU matrix (NAME, EXTRA lines in its entry) rendered into TMP_PATH/images: (matrix, images)."""
+    matrix_file = tmp_path / "matrix.yaml"
+    matrix_file.write_text(CPU_MATRIX.format(name=name, extra=extra))
+    images = tmp_path / "images"
+    result = build_py("render", "--matrix", str(matrix_file), "--tag", "fail", "--out", str(images))
+    assert result.returncode == 0, result.stderr
+    return matrix_file, images
+
+
+CANDIDATE = "rc.7"  # the candidate the promote and cache tests push
+
+
+def as_release_user(*args: str, registry: Registry, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """build.py as the registry's user, its password in the environment."""
+    env = dict(os.environ, TORCHIMAGES_REGISTRY_PASSWORD=registry.password)
+    return build_py(*args, "--registry-user", registry.user, cwd=cwd, env=env, timeout=900)
+
+
+def push_candidates(registry: Registry, tested_report: Path, folder: Path, repository: str) -> Path:
+    report = folder / "report.json"
+    report.write_text(tested_report.read_text())
+    result = as_release_user("push", "--tag", RELEASE, "--report", str(report), "--registry", f"{registry.host}/{repository}",
+                      "--candidate", CANDIDATE, "--manifest", str(folder / "candidates.json"), "--plain",
+                      registry=registry, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return folder / "candidates.json"

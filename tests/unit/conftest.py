@@ -14,6 +14,12 @@ from tests.buildpy import ROOT, build_py
 from torchimages.errors import UserError
 from torchimages.input import matrix, specs
 
+GOLDEN = Path(__file__).parent / "golden"  # the reviewed render of golden/matrix.yaml (build/test_render.py)
+
+
+def golden_plan() -> specs.Plan:
+    return specs.resolve(matrix.load(GOLDEN / "matrix.yaml"))
+
 
 def plan_of(text: str) -> specs.Plan:
     """Validate matrix text fully (shape and compatibility)."""

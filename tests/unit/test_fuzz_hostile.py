@@ -25,12 +25,8 @@ from torchimages.input import matrix, specs
 from torchimages.input.matrix import LIST_FIELDS
 
 from .conftest import ROOT
+from .hostile import hostile
 
-PIECES = [";", "&&", "|", "$(id)", "`id`", "${HOME}", "$", "'", '"', "\\", "\n", "\r", "\t", "\x00", "\x1b[31m", "\u202e",
-          "\u200b", "[/x]", "[bold]", "../", "/etc/passwd", ".", "..", "~", "#", " ", "*", "?", "--index-url",
-          "-e ", "RUN ", "@", "https://evil.example/x.whl", ":", "=", ">=", "<", "[", "]",
-          "2.13.0", "3.11", "git", "einops", "debian:bookworm-slim", "x", "A"]
-hostile = st.lists(st.sampled_from(PIECES) | st.text(max_size=2), min_size=1, max_size=6).map("".join)
 # Requirements the grammar must accept although a shell would act on them: a PEP 508 marker's string holds anything
 # but its own quote. Only quoting where they are used keeps them inert.
 marker_requirements = hostile.filter(lambda v: '"' not in v and "\\" not in v and v.isprintable()).map(

@@ -19,8 +19,8 @@ from torchimages.errors import UserError
 from torchimages.input import compat, lock
 from torchimages.report import Report
 
-from .test_fuzz_hostile import hostile
-from .test_release_inputs import candidates, pushed_record
+from .hostile import hostile
+from .release_files import candidates, pushed_record
 
 values = st.recursive(st.none() | st.booleans() | st.integers(-2, 2**40) | st.floats(allow_nan=True) | hostile,
                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(hostile, inner, max_size=3),

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import io
-import json
-import posixpath
 import subprocess
-import tarfile
-from dataclasses import dataclass, field
 
 import docker
 import pytest
 
-from ..conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, engine_client, run_in
+from ..conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, run_in
+from ..layers import SECRETS, Scan, scan_images
 
 
 @pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
@@ -62,7 +58,6 @@ def test_pip_constraint_blocks_replacing_torch(api: docker.APIClient, cpu_build:
     assert "(constraint) torch==" in output, f"pip was not stopped by the constraint file: {output}"
 
 
-SECRETS = (SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode())
 
 
 @pytest.fixture(scope="module")
@@ -85,65 +80,3 @@ def test_no_secret_in_history_or_layers(api: docker.APIClient, cpu_build: EntryB
     assert scan.configs == 1 and any(name.endswith("/site-packages/torch/__init__.py") for name in scan.files), (
         "the scan did not read the image config and the files torch installed")
     assert scan.found == [], f"secrets in exported layers of {tag}: {scan.found}"
-
-
-@dataclass
-class Scan:
-    found: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    layers: int = 0
-    configs: int = 0
-
-
-def scan_layers(api: docker.APIClient, tag: str, secrets: tuple[bytes, ...]) -> Scan:
-    """Every file of every exported layer of `tag` (and its image config), searched for the secrets."""
-    return scan_images(api, [tag], secrets)[tag]
-
-
-def scan_images(api: docker.APIClient, tags: list[str], secrets: tuple[bytes, ...]) -> dict[str, Scan]:
-    """Every file of every layer of each image (and each image config), searched for the secrets; the images are
-    exported together (`docker save A B C`), so a layer they share is read once."""
-    # its own client: the engine may take longer than the shared client's 30 s before the export's first bytes
-    exporter = engine_client(timeout=900)
-    assert exporter is not None, "the engine stopped answering"
-    response = exporter._get(exporter._url("/images/get"), params={"names": tags}, stream=True)
-    exporter._raise_for_status(response)
-    read: dict[str, Scan] = {}  # member of the export -> what it holds
-    links: dict[str, str] = {}  # the export links a layer that recurs to its first copy
-    with tarfile.open(fileobj=io.BytesIO(b"".join(response.iter_content(2**20)))) as outer:
-        for member in outer.getmembers():
-            if member.isfile():
-                read[member.name] = scan_member(member.name, outer.extractfile(member).read(), secrets)
-            elif member.issym():
-                links[member.name] = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
-        manifest = json.loads(outer.extractfile("manifest.json").read())
-    read.update({name: read[target] for name, target in links.items() if target in read})
-    scans = {}
-    for image in manifest:
-        scan = Scan()
-        for name in [image["Config"], *dict.fromkeys(image["Layers"])]:
-            part = read[name]
-            scan.found += part.found
-            scan.files += part.files
-            scan.layers += part.layers
-            scan.configs += part.configs
-        scans.update(dict.fromkeys(image["RepoTags"], scan))
-    assert set(tags) <= set(scans), f"the export holds {sorted(scans)}, not {tags}"
-    return scans
-
-
-def scan_member(name: str, data: bytes, secrets: tuple[bytes, ...]) -> Scan:
-    """One member of an export: a layer (every file in it searched) or a JSON document (searched whole)."""
-    scan = Scan()
-    if name.endswith("layer.tar") or data[:262][257:262] == b"ustar":
-        scan.layers = 1
-        with tarfile.open(fileobj=io.BytesIO(data)) as layer:
-            for entry in layer.getmembers():
-                if entry.isfile():
-                    content = layer.extractfile(entry).read()
-                    scan.files.append(entry.name)
-                    scan.found += [f"{name}:{entry.name}" for s in secrets if s in content]
-    else:
-        scan.configs = int(name.endswith(".json") and b'"rootfs"' in data)
-        scan.found += [name for s in secrets if s in data]
-    return scan

@@ -17,25 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from ..conftest import RELEASE, ROOT, BuilderWay, EntryBuild, build_py
-
-CPU_MATRIX = """\
-registry: registry.example.com/ml/failures
-images:
-  - flavor: cpu
-    name: {name}
-    torch: "2.13.0"
-    python: "3.11"
-{extra}"""
-
-
-def render(tmp_path: Path, name: str, extra: str = "") -> tuple[Path, Path]:
-    matrix_file = tmp_path / "matrix.yaml"
-    matrix_file.write_text(CPU_MATRIX.format(name=name, extra=extra))
-    images = tmp_path / "images"
-    result = build_py("render", "--matrix", str(matrix_file), "--tag", "fail", "--out", str(images))
-    assert result.returncode == 0, result.stderr
-    return matrix_file, images
+from ..conftest import RELEASE, ROOT, BuilderWay, EntryBuild, build_py, render_cpu_entry
 
 
 @pytest.fixture
@@ -55,7 +37,7 @@ def private_base(api: docker.APIClient, base_image: str) -> Iterator[str]:
 
 
 def test_wrong_base_image(api: docker.APIClient, tmp_path: Path) -> None:
-    matrix_file, images = render(tmp_path, "wrong-base")
+    matrix_file, images = render_cpu_entry(tmp_path, "wrong-base")
     result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
                       "--base-image", "no-such-registry.invalid/debian:never", "--report", str(tmp_path / "r.json"),
                       "--logs", str(tmp_path / "logs"), timeout=300)
@@ -76,7 +58,8 @@ def building_with(output: str) -> str:
 def test_failing_run_step(api: docker.APIClient, private_base: str, builder_way: BuilderWay, tmp_path: Path) -> None:
     """Each builder's failure ends in the same short message: the step, its command's exit code (not the whole
     command again), the last log lines, the full log, what to try."""
-    matrix_file, images = render(tmp_path, "bad-apt", "    apt: [no-such-package-torchimages]\n    variants: [jupyter, ssh]\n")
+    matrix_file, images = render_cpu_entry(tmp_path, "bad-apt",
+                                           "    apt: [no-such-package-torchimages]\n    variants: [jupyter, ssh]\n")
     result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
                       *builder_way.options, "--base-image", private_base, "--report", str(tmp_path / "r.json"),
                       "--logs", str(tmp_path / "logs"), timeout=600, env=builder_way.env)
@@ -119,7 +102,7 @@ def test_no_engine_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_stop_signal_stops_the_build_and_leaves_no_tag(api: docker.APIClient, private_base: str, tmp_path: Path,
                                                         builder_way: BuilderWay, stop: signal.Signals) -> None:
     name = f"cancel-{uuid.uuid4().hex[:8]}"
-    matrix_file, images = render(tmp_path, name)
+    matrix_file, images = render_cpu_entry(tmp_path, name)
     containers_before = {c["Id"] for c in api.containers(all=True)}
     process = subprocess.Popen(
         [sys.executable, str(ROOT / "build.py"), "build", "--matrix", str(matrix_file), "--tag", "fail", "--images",

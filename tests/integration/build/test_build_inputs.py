@@ -25,9 +25,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from ..conftest import build_py, run_in
-from .test_build_cpu import scan_layers
-from .test_build_failures import render
+from ..conftest import build_py, render_cpu_entry, run_in
+from ..layers import scan_layers
 
 NAME = "inputs-probe"
 
@@ -147,7 +146,7 @@ def mirror(api: docker.APIClient) -> Iterator[Mirror]:
 def inputs_build(api: docker.APIClient, base_image: str, index: Index, mirror: Mirror,
                  tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, str]:
     folder = tmp_path_factory.mktemp("inputs-build")
-    matrix_file, images = render(folder, NAME)
+    matrix_file, images = render_cpu_entry(folder, NAME)
     result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
                       "--base-image", base_image, "--torch-index-url", index.url, "--pip-index-url", index.url,
                       "--ca-bundle", str(index.ca), "--apt-mirror", mirror.url, "--report", str(folder / "r.json"),

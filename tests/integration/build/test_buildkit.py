@@ -16,7 +16,7 @@ import pytest
 from torchimages.build.cache import CONTENT_LABEL
 
 from ..conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, run_in, smoke_test
-from .test_build_cpu import SECRETS, Scan, scan_images
+from ..layers import SECRETS, Scan, scan_images
 
 VARIANTS = ("base", "jupyter", "ssh")
 SAME_CONFIG = ("User", "Entrypoint", "Cmd", "Env", "WorkingDir", "ExposedPorts", "Healthcheck")

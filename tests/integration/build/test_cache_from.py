@@ -12,8 +12,7 @@ import docker
 
 from torchimages.build.cache import CONTENT_LABEL
 
-from ..conftest import EntryBuild, Registry, build_py
-from ..publish.test_promote import push_candidates
+from ..conftest import EntryBuild, Registry, build_py, push_candidates
 
 NEXT = "it-next"
 STAMPED = ("org.opencontainers.image.version", "org.opencontainers.image.base.name")

@@ -18,15 +18,7 @@ from torchimages.events import StageEvent
 from torchimages.publish import promote
 from torchimages.registry import RegistryClient
 
-from ..conftest import RELEASE, ROOT, Registry, build_py, start_registry
-
-CANDIDATE = "rc.7"
-
-
-def as_release_user(*args: str, registry: Registry, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """build.py as the registry's user, its password in the environment."""
-    env = dict(os.environ, TORCHIMAGES_REGISTRY_PASSWORD=registry.password)
-    return build_py(*args, "--registry-user", registry.user, cwd=cwd, env=env, timeout=900)
+from ..conftest import CANDIDATE, RELEASE, ROOT, Registry, as_release_user, push_candidates, start_registry
 
 
 def matrix_of(folder: Path, flavors: tuple[str, ...]) -> Path:
@@ -36,16 +28,6 @@ def matrix_of(folder: Path, flavors: tuple[str, ...]) -> Path:
     path = folder / f"{'-'.join(flavors)}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
-
-
-def push_candidates(registry: Registry, tested_report: Path, folder: Path, repository: str) -> Path:
-    report = folder / "report.json"
-    report.write_text(tested_report.read_text())
-    result = as_release_user("push", "--tag", RELEASE, "--report", str(report), "--registry", f"{registry.host}/{repository}",
-                      "--candidate", CANDIDATE, "--manifest", str(folder / "candidates.json"), "--plain",
-                      registry=registry, cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return folder / "candidates.json"
 
 
 def client(registry: Registry) -> RegistryClient:

@@ -17,9 +17,8 @@ from torchimages.input import compat
 from torchimages.report import ImageRecord, Report
 from torchimages.verify.smoke import SmokeResult, parse_junit
 
-from ..conftest import ROOT, build_py, digest
+from ..conftest import ROOT, build_py, digest, golden_plan
 from ..fake_engine import FakeEngine
-from .test_render import golden_plan
 
 NGC_DATA = ROOT / "tests" / "integration" / "data"
 

@@ -15,13 +15,7 @@ import pytest
 from torchimages.build import render
 from torchimages.input import matrix, specs
 
-from ..conftest import ROOT, run_cli
-
-GOLDEN = Path(__file__).parents[1] / "golden"
-
-
-def golden_plan() -> specs.Plan:
-    return specs.resolve(matrix.load(GOLDEN / "matrix.yaml"))
+from ..conftest import GOLDEN, ROOT, golden_plan, run_cli
 
 
 def test_golden_files(tmp_path: Path) -> None:
