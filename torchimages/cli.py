@@ -23,6 +23,7 @@ from .options import (
     plain_option,
     push_options,
     push_options_from,
+    push_options_if_asked,
     registry_options,
     report_option,
     require_gpu_option,
@@ -60,14 +61,10 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
     plan = load_plan(matrix_path)
     images_dir = Workspace(matrix_path).images(images_dir)
     options = build_options_from(release, images_dir, values, repository=str(values["push_registry"] or plan.registry))
-    if values["push"]:
-        push_options_from(plan, values, release).check()  # before a long build, not after it
-    elif values["candidate"]:
-        raise click.UsageError("--candidate needs --push")
+    push = push_options_if_asked(plan, values, release)  # checked before a long build, not after it
     if dry_run:
         release_stages.print_plan(plan, options)
         return
-    push = push_options_from(plan, values, release) if values["push"] else None
     sys.exit(release_stages.run(plan, options, push=push, require_gpu=bool(values["require_gpu"])))
 
 

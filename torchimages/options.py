@@ -180,6 +180,17 @@ def registry_options(function: Callable[..., None]) -> Callable[..., None]:
     return function
 
 
+def push_options_if_asked(plan: Plan, values: dict, release: str) -> PushOptions | None:
+    """The main job's push options, checked (before a long build); None without --push, which --candidate needs."""
+    if not values["push"]:
+        if values["candidate"]:
+            raise click.UsageError("--candidate needs --push")
+        return None
+    options = push_options_from(plan, values, release)
+    options.check()
+    return options
+
+
 def push_options_from(plan: Plan, values: dict, release: str | None = None) -> PushOptions:
     from .publish.pushstage import PushOptions
 
