@@ -11,6 +11,11 @@ python_version=${2:?usage: make-wheelhouse.sh DIR PYTHON_VERSION REQUIREMENT...}
 shift 2
 [ $# -gt 0 ] || { echo "make-wheelhouse.sh: no requirements given" >&2; exit 2; }
 abi="cp$(echo "${python_version}" | cut -d. -f1-2 | tr -d .)"
+# Every manylinux tag the container's glibc (Debian bookworm: 2.36) runs, as pip would accept inside it: a list of
+# only some (2_28 and 2_17) misses wheels tagged in between, e.g. nvidia-nccl-cu13's manylinux_2_18.
+platforms=()
+for minor in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done
+platforms+=(--platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64)
 mkdir -p "${dir}"
 marker="${dir}/.complete-$(printf '%s\n' "${python_version}" "$@" | sha256sum | cut -c1-16)"
 if [ -f "${marker}" ]; then
@@ -21,8 +26,7 @@ echo "wheelhouse: downloading $* for Python ${python_version} into ${dir}"
 started=$(date +%s)
 python3 -m pip download --quiet --disable-pip-version-check --progress-bar off -d "${dir}" --only-binary=:all: \
     --python-version "${python_version}" --implementation cp --abi "${abi}" \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    --platform manylinux2010_x86_64 --platform manylinux1_x86_64 --platform any \
+    "${platforms[@]}" --platform any \
     "$@" 2> >(grep -v "is ignored" >&2)
 touch "${marker}"
 echo "wheelhouse: ${dir}: $(ls "${dir}"/*.whl | wc -l) wheels, $(du -sh "${dir}" | cut -f1), $(( $(date +%s) - started )) s"

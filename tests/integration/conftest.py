@@ -49,26 +49,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--compare-builders", action="store_true",
                      help="also build the CUDA entry and the ngc flavor with the classic builder and compare them with "
                           "BuildKit's builds (test_buildkit.py; about 10 minutes and 12 GB more)")
+    parser.addoption("--cuda13", action="store_true",
+                     help="also build the CUDA 13.0 line (torch 2.14.0 cu130, Python 3.11) from PyPI's wheels and put it "
+                          "through the suite (test_cuda_and_ngc_images.py; about 5 minutes, 3 GB of wheels, 6.3 GB)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "compare_builders: runs only with --compare-builders (a CUDA-sized image "
                                        "built by both builders)")
+    config.addinivalue_line("markers", "cuda13: runs only with --cuda13 (the CUDA 13.0 line, a CUDA-sized image)")
 
 
 # Modules that build a CUDA-sized image (about 6 GB, and as much BuildKit cache) run first among the integration
 # tests: the disk then holds nothing else of the session, and their cache can go whole when they end.
 CUDA_SIZED_MODULES = ("test_cuda_and_ngc_images.py",)
+OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13"}  # marker -> the option that runs it
+CUDA13_MATRIX = DATA / "cu130-py311.matrix.yaml"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The CUDA-sized modules first (after the unit tests); without --compare-builders, the CUDA-sized builder
-    comparisons are deselected (counted as such), not skipped."""
+    """The CUDA-sized modules first (after the unit tests); the opt-in CUDA-sized tests (the builder comparisons
+    without --compare-builders, the CUDA 13.0 line without --cuda13) are deselected (counted as such), not skipped."""
     integration = Path(__file__).parent
     items.sort(key=lambda item: (Path(item.path).is_relative_to(integration), Path(item.path).name not in CUDA_SIZED_MODULES))
-    if config.getoption("--compare-builders"):
-        return
-    opted_in = [item for item in items if item.get_closest_marker("compare_builders")]
+    off = [marker for marker, option in OPT_IN.items() if not config.getoption(option)]
+    opted_in = [item for item in items if any(item.get_closest_marker(marker) for marker in off)]
     if opted_in:
         config.hook.pytest_deselected(items=opted_in)
         items[:] = [item for item in items if item not in opted_in]
@@ -306,6 +311,22 @@ def cuda_build(api: docker.APIClient, cuda_base_image: str, cuda_wheelhouse: Pat
     yield from removed_at_the_end(api, build_entry(
         entry_spec(CUDA_ENTRY), tmp_path_factory.mktemp("cuda-build"), "--base-image", cuda_base_image,
         "--wheelhouse", str(cuda_wheelhouse), "--offline", "--builder", "buildkit"))
+
+
+@pytest.fixture(scope="module")
+def cuda13_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
+    """The CUDA 13.0 line (only with --cuda13): torch 2.14.0 cu130 for Python 3.11 (the default matrix asks 3.12,
+    which the Debian base does not carry and no reachable source provides) from PyPI's wheels, with BuildKit, on a
+    local CUDA 13.0 base."""
+    spec = specs.resolve(matrix.load(CUDA13_MATRIX)).specs[0]
+    wheels = ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}"
+    script("make-wheelhouse.sh", str(wheels), DEBIAN_PYTHON, f"torch=={spec.torch}", *spec.domain_pins, "numpy",
+           f"jupyterlab=={SETTINGS.jupyterlab}", f"notebook=={SETTINGS.notebook}", "ipykernel", timeout=1800)
+    base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
+    script("make-cuda-base-image.sh", spec.cuda_image, base, base_image)
+    yield from removed_at_the_end(api, build_entry(
+        spec, tmp_path_factory.mktemp("cuda13-build"), "--base-image", base, "--wheelhouse", str(wheels), "--offline",
+        "--builder", "buildkit", matrix_file=CUDA13_MATRIX))
 
 
 @pytest.fixture(scope="module")

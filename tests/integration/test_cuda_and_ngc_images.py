@@ -15,7 +15,7 @@ import yaml
 
 from torchimages.verify.smoke import NO_GPU, SmokeResult, SmokeRunner, Target
 
-from .conftest import NGC_COMPAT, EntryBuild, build_entry, build_py, entry_spec_with, ngc_env, run_in
+from .conftest import NGC_COMPAT, EntryBuild, build_entry, build_py, entry_spec_with, ngc_env, run_in, smoke_test
 
 LITERAL_FORMS = {"jupyter": ("jupyter-lab", "jupyter-notebook", "jupyter-server"), "ssh": ("sshd", "usr-sbin-sshd")}
 
@@ -106,6 +106,26 @@ def test_cuda_version_checks_fail_on_other_declared_versions(cuda_suites: dict[s
             "test_versions::test_nccl"} <= failed, failed
     message = next(c.message for c in result.checks if c.name == "test_gpu_ready::test_versions_read_from_the_libraries")
     assert "cudnn 8.9.2" in message and "the entry declares 9.1.0" in message, message
+
+
+# --- the CUDA 13.0 line (opt-in: --cuda13) ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cuda13_smoke(cuda13_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
+    return smoke_test(cuda13_build, tmp_path_factory.mktemp("cuda13-smoke"))
+
+
+@pytest.mark.cuda13
+def test_the_cuda13_line_passes_the_suite(cuda13_build: EntryBuild, cuda13_smoke: tuple) -> None:
+    """torch 2.14.0 cu130: its CUDA libraries come from the cuda-toolkit meta package and nvidia-*-cu13 wheels
+    (nvidia/cu13/lib), cuFile's RDMA plugin loads (rdma-core's libraries are in the image), and the libcupti triton
+    carries for its profiler is not a second CUDA stack. The versions are read from the libraries inside."""
+    assert_suite_passed(cuda13_smoke, cuda13_build)
+    assert (cuda13_build.spec.cuda, cuda13_build.spec.cudnn, cuda13_build.spec.nccl) == ("13.0", "9.24.0.43", "2.30.7")
+    ready = outcomes(smoke_records(cuda13_smoke)["base"], "test_gpu_ready::")
+    for check in ("test_versions_read_from_the_libraries", "test_every_cuda_library_loads",
+                  "test_one_copy_of_each_cuda_library"):
+        assert ready[f"test_gpu_ready::{check}"] == "passed", ready
 
 
 # --- the ngc flavor ---------------------------------------------------------------------------------------

@@ -8,11 +8,7 @@ from typing import Any
 import pytest
 
 from .conftest import GPU_READY, Facts, probe, tier
-from .probes.gpucheck import declared_archs, uncovered
-
-# The nvidia/cuda base images carry cudart (0.7 MB) by their documented contract; torch's wheel brings
-# its own. That one duplicate is expected; any other is a second CUDA stack in the image.
-BASE_IMAGE_CUDART = ("libcudart", "/usr/local/cuda")
+from .probes.gpucheck import declared_archs, extra_copies, uncovered
 
 
 @pytest.fixture(autouse=True)
@@ -85,8 +81,6 @@ def test_arch_list_covers_what_the_image_declares(ready: dict, facts: Facts, cud
 
 
 def test_one_copy_of_each_cuda_library(ready: dict, cuda_image: None) -> None:
-    twice = {name: paths for name, paths in ready["libraries"].items() if len(paths) > 1}
-    if BASE_IMAGE_CUDART[0] in twice and sum(p.startswith(BASE_IMAGE_CUDART[1]) for p in twice["libcudart"]) == 1:
-        del twice["libcudart"]
+    twice = extra_copies(ready["libraries"])  # the expected copies (base image's cudart, triton's cupti): gpucheck.py
     assert not twice, "CUDA libraries present more than once (a second CUDA stack in the image?):\n" + "\n".join(
         f"  {name}: {paths}" for name, paths in twice.items())

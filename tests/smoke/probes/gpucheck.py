@@ -113,3 +113,24 @@ def visible_gpus(listing, cuda_visible_devices):
         if index not in seen:
             seen.append(index)
     return len(seen)
+
+
+# Copies that are not a second CUDA stack. The nvidia/cuda base images carry cudart (0.7 MB) under /usr/local/cuda
+# by their documented contract, beside the wheel's own. triton's wheel carries the libcupti its profiler (proton)
+# loads, as files (a wheel holds no links): triton 3.8, in torch 2.14.0's cu130 set, has libcupti.so, .so.12 and
+# .so.2025.1.1 in triton/backends/nvidia/lib/cupti and a Blackwell build in lib/cupti-blackwell, beside
+# nvidia/cu13/lib/libcupti.so.13 (seen in the image this project builds).
+EXPECTED_COPIES = (("libcudart", "/usr/local/cuda"), ("libcupti", "/triton/backends/nvidia/lib/"))
+
+
+def extra_copies(libraries):
+    """{library: its paths} for each CUDA library present more than once, its expected copies (EXPECTED_COPIES) not
+    counted beside a copy elsewhere."""
+    twice = {}
+    for name, paths in libraries.items():
+        elsewhere = [path for path in paths if not any(library == name and folder in path
+                                                       for library, folder in EXPECTED_COPIES)]
+        if len(elsewhere if elsewhere else paths) > 1:
+            twice[name] = sorted(paths)
+    return twice
+

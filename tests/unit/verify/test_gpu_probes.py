@@ -198,3 +198,32 @@ def test_what_an_ngc_base_declares_is_checked_against_torchs_kernels() -> None:
     ngc_2310 = gpucheck.declared_archs("5.2 6.0 6.1 7.0 7.2 7.5 8.0 8.6 8.7 9.0+PTX")
     assert gpucheck.uncovered(CU121, ngc_2310) == []  # the NGC-shaped stand-in (cu121 torch) covers NGC's claim
     assert gpucheck.uncovered(CU121, gpucheck.declared_archs("8.0 9.0 12.0+PTX")) == ["12.0"]
+
+
+WHEELS = "/opt/venv/lib/python3.11/site-packages"
+
+
+@pytest.mark.parametrize(("libraries", "twice"), [
+    ({"libcudnn": [f"{WHEELS}/nvidia/cudnn/lib/libcudnn.so.8"]}, []),
+    # the nvidia/cuda base's cudart beside the wheel's (cu121 on nvidia/cuda:12.1.1-base)
+    ({"libcudart": ["/usr/local/cuda-12.1/targets/x86_64-linux/lib/libcudart.so.12.1.105",
+                    f"{WHEELS}/nvidia/cuda_runtime/lib/libcudart.so.12"]}, []),
+    # triton's own cupti files beside the cu13 wheel set's (torch 2.14.0 cu130, triton 3.8: as the probe found them)
+    ({"libcupti": [f"{WHEELS}/nvidia/cu13/lib/libcupti.so.13",
+                   f"{WHEELS}/triton/backends/nvidia/lib/cupti-blackwell/libcupti.so.13",
+                   f"{WHEELS}/triton/backends/nvidia/lib/cupti/libcupti.so.12",
+                   f"{WHEELS}/triton/backends/nvidia/lib/cupti/libcupti.so.2025.1.1"]}, []),
+    # a second CUDA stack: the toolkit's cuBLAS beside the wheel's
+    ({"libcublas": ["/usr/local/cuda-12.1/lib64/libcublas.so.12.1.3.1", f"{WHEELS}/nvidia/cublas/lib/libcublas.so.12"]},
+     ["libcublas"]),
+    # an expected place excuses only its own library, and only beside a copy elsewhere
+    ({"libcublas": [f"{WHEELS}/triton/backends/nvidia/lib/libcublas.so.13", f"{WHEELS}/nvidia/cu13/lib/libcublas.so.13"]},
+     ["libcublas"]),
+    ({"libcupti": [f"{WHEELS}/nvidia/cu13/lib/libcupti.so.13", "/opt/other/libcupti.so.13",
+                   f"{WHEELS}/triton/backends/nvidia/lib/cupti/libcupti.so.13"]}, ["libcupti"]),
+    ({"libcudart": ["/usr/local/cuda-12.1/lib64/libcudart.so.12", "/usr/local/cuda-12.4/lib64/libcudart.so.12"]},
+     ["libcudart"]),
+])
+def test_one_copy_of_each_library_except_the_expected_ones(libraries: dict, twice: list[str]) -> None:
+    assert sorted(gpucheck.extra_copies(libraries)) == twice
+
