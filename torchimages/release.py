@@ -32,6 +32,7 @@ from .verify.smoke import SmokeRunner, Target
 
 def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_gpu: bool) -> int:
     """The main job: render, build, smoke-test what was built and, when asked, push what passed; the exit code."""
+    buildstage.check_platforms(buildstage.select(plan, options))  # before anything is rendered or built
     credentials = push.credentials() if push else None  # a password on stdin is read before the long build
     if push:  # cache sources on the registry pushed to are pulled as the same user
         options = options.pulling_as(push.repository, credentials)
@@ -136,6 +137,7 @@ def finish(report: Report, path: Path, *, failed: bool = False) -> int:
 def build_rendered(plan: Plan, options: BuildOptions, *, pulling: PushOptions | None = None) -> int:
     """`build`: the rendered contexts, refused when stale for the release, built; cache sources on the registry
     are pulled as `pulling`'s user."""
+    buildstage.check_platforms(buildstage.select(plan, options))
     stale = render_stage.stale_paths(plan, options.release, options.images_dir)
     if stale:
         raise UserError(f"{options.images_dir} does not match the matrix for release {options.release} ({len(stale)} "

@@ -37,7 +37,6 @@ class Settings:
     jupyterlab: str = "4.6.6"
     notebook: str = "7.6.5"  # Notebook 7.6 requires JupyterLab 4.6
     uv: str = "0.13.9"
-    platform: str = "x86_64"  # the architecture images are built for (the engines and runners the workflows use)
 
 
 SETTINGS = Settings()

@@ -108,3 +108,24 @@ def test_bench_measures_the_base_images_unless_images_are_named() -> None:
     assert measured_by_default(Selection(variants=("ssh",))) == Selection(variants=("ssh",))
     helped = run_cli("bench", "--help")
     assert helped.stdout.count("--only") == 1 and "--flavor" in helped.stdout and "--variant" in helped.stdout
+
+
+ARM64 = """registry: registry.example.com/ml/pytorch
+images:
+  - {flavor: cuda, torch: "2.14.0", cuda: "13.0", python: "3.11", platforms: [linux/amd64, linux/arm64]}
+"""
+
+
+@pytest.mark.parametrize("command", [["--tag", "v1"], ["build", "--tag", "v1"]])
+def test_a_platform_this_version_cannot_build_is_refused_before_anything_is_rendered(tmp_path: Path,
+                                                                                     command: list[str]) -> None:
+    """validate proves the arm64 wheels exist; the build, which makes amd64 images only, refuses the entry whole
+    rather than publish it for one platform. No engine is needed to refuse it, and nothing is rendered."""
+    matrix_file = tmp_path / "arm64.yaml"
+    matrix_file.write_text(ARM64)
+    assert run_cli("validate", "--matrix", str(matrix_file)).returncode == 0
+    result = run_cli(*command, "--matrix", str(matrix_file), "--images", str(tmp_path / "images"))
+    assert result.returncode == 2, result.stderr
+    assert ("this version builds linux/amd64 images only, not torch2.14.0-cu130-cudnn9.24-py3.11 (linux/arm64)"
+            in result.stderr), result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "images").exists()

@@ -46,6 +46,8 @@ def matches(short: str, full: str | None) -> bool:
     want, have = short.split("."), full.split("+")[0].split(".")
     return have[: len(want)] == want
 
+# The platform the release-wide facts speak of, where no index lists a build's wheels per platform.
+UNLISTED_PLATFORM = "x86_64"
 
 @dataclass(frozen=True)
 class TorchBuild:
@@ -82,9 +84,12 @@ class TorchRelease:
         return next((b for b in self.builds if matches(b.cuda, cuda) or b.cuda == cuda), None)
 
     def has_wheel(self, build: TorchBuild, python: str, platform: str) -> bool:
-        """A wheel of `build` for `python` on `platform`: as its index lists, else as the release's Python list says."""
+        """A wheel of `build` for `python` on `platform`: as its index lists; where no index was read for the build, as
+        the release's Python list says, which speaks of x86_64 only (RELEASE.md, the wheels read there)."""
         listed = build.has_wheel(python, platform)
-        return python in self.python if listed is None else listed
+        if listed is None:
+            return platform == UNLISTED_PLATFORM and python in self.python
+        return listed
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,10 @@ class Release:
     nccl: str | None = None
     metadata_urls: list[str] = field(default_factory=list)  # of its Linux x86_64 wheels, cp311's first
     metadata_source: str | None = None  # the one the pins were read from
+    # The platforms on which PyPI's wheel is that CUDA build: where the CUDA runtime pin's marker holds. Until 2.10 the
+    # pins say `platform_machine == "x86_64"`, and the aarch64 wheel (about 100-150 MB) is a CPU build; from 2.11 they
+    # hold on every Linux machine, and the aarch64 wheel (about 420-450 MB) is the CUDA build.
+    cuda_platforms: set[str] = field(default_factory=set)
     builds: dict[str, tuple[set[str], set[str]]] = field(default_factory=dict)  # cuXYZ -> (python, platforms)
 
 
@@ -162,10 +166,23 @@ def read_pins(fetch: Fetch, release: Release) -> None:
                                "version of 2 to 4 numbers")
         if name.startswith(("nvidia-cuda-runtime", "cuda-toolkit")) and release.default_cuda is None:
             release.default_cuda = ".".join(version.split(".")[:2])
+            release.cuda_platforms = {platform for platform in release.platforms if holds_on(marker, platform)}
         elif name.startswith("nvidia-cudnn"):
             release.cudnn = version
         elif name.startswith("nvidia-nccl"):
             release.nccl = version
+
+
+def holds_on(marker: str, platform: str) -> bool:
+    """Whether a Requires-Dist marker holds on Linux on `platform` (x86_64, aarch64); other variables (the Python
+    version) are this interpreter's, which the CUDA pins do not ask."""
+    from packaging.markers import InvalidMarker, Marker
+
+    try:
+        return Marker(marker).evaluate({"platform_system": "Linux", "sys_platform": "linux", "platform_machine": platform,
+                                        "os_name": "posix"}) if marker.strip() else True
+    except InvalidMarker:
+        raise IndexRefused(f"{marker!r} is not a requirement marker") from None
 
 
 def wheel_index_builds(fetch: Fetch, releases: dict[str, Release], variants: list[str], *,

@@ -18,8 +18,11 @@ from .yamlsource import Located, load_file, load_text
 
 FLAVORS = ("cuda", "ngc", "cpu")
 VARIANTS = ("jupyter", "ssh")
+# The platforms an entry may ask for (OCI os/architecture), and the machine name wheels are tagged with for each.
+PLATFORMS = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+DEFAULT_PLATFORMS = ("linux/amd64",)
 STRING_FIELDS = ("name", "flavor", "torch", "cuda", "cudnn", "python", "ngc", "base_image", "size_growth_reason")
-LIST_FIELDS = ("variants", "apt", "pip")
+LIST_FIELDS = ("variants", "apt", "pip", "platforms")
 ENTRY_FIELDS = STRING_FIELDS + LIST_FIELDS
 TOP_FIELDS = ("registry", "images", "matrix")
 MAX_IMAGES = 256  # entries a matrix may hold by default: a GitHub Actions job matrix runs at most 256 jobs
@@ -187,13 +190,24 @@ def check_entry_shape(file: str, entry: Entry, doc: Located) -> list[Problem]:
         problem("flavor", f"required; one of {_names(FLAVORS)}")
     elif isinstance(flavor, str) and flavor not in FLAVORS:
         problem("flavor", f"unknown flavor '{flavor}'; valid: {_names(FLAVORS)}")
-    variants = entry.get("variants")
-    if isinstance(variants, list):
-        for variant in variants:
-            if isinstance(variant, str) and variant not in VARIANTS:
-                problem("variants", f"unknown variant '{variant}'; valid: {_names(VARIANTS)} (the base image is always built)")
-        if len(set(map(str, variants))) != len(variants):
-            problem("variants", "lists a variant twice")
+    for why in _choice_problems(entry.get("variants"), "variant", VARIANTS, " (the base image is always built)"):
+        problem("variants", why)
+    platforms = entry.get("platforms")
+    for why in _choice_problems(platforms, "platform", tuple(PLATFORMS)):
+        problem("platforms", why)
+    if platforms == []:
+        problem("platforms", f"lists no platform; leave it out for {_names(DEFAULT_PLATFORMS)}")
+    return problems
+
+
+def _choice_problems(items: Any, noun: str, valid: tuple[str, ...], note: str = "") -> list[str]:
+    """A list field whose items are chosen from `valid`: each unknown one, and one listed twice."""
+    if not isinstance(items, list):
+        return []
+    problems = [f"unknown {noun} '{item}'; valid: {_names(valid)}{note}" for item in items
+                if isinstance(item, str) and item not in valid]
+    if len(set(map(str, items))) != len(items):
+        problems.append(f"lists a {noun} twice")
     return problems
 
 

@@ -143,7 +143,7 @@ def update_default_build(row: dict[str, Any], release: Release, result: Refresh)
         if other["default"] != (other is build):
             result.changes.append(f"torch {row['version']} {other['variant']}: default {other['default']} -> {other is build}")
             other["default"] = other is build
-    set_wheels(row["version"], build, release.python, release.platforms, source="PYPI_INDEX", result=result)
+    set_wheels(row["version"], build, release.python, release.cuda_platforms, source="PYPI_INDEX", result=result)
     for name, value in (("cudnn", release.cudnn), ("nccl", release.nccl)):
         if value is None:
             continue

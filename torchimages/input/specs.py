@@ -10,10 +10,9 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import Problem, UserError
-from ..settings import SETTINGS
 from . import compat, grammar
 from .compat import CompatData, TorchRelease, matches
-from .matrix import Entry, Matrix
+from .matrix import DEFAULT_PLATFORMS, PLATFORMS, Entry, Matrix
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 # Docker's tag grammar; the release is the first part of every image tag (RELEASE-NAME[-VARIANT]).
@@ -57,6 +56,7 @@ class ImageSpec:
     min_driver_compat: str | None = None
     archs: tuple[str, ...] = ()
     size_growth_reason: str | None = None  # why its images may grow past --max-growth (the size budget)
+    platforms: tuple[str, ...] = DEFAULT_PLATFORMS  # linux/amd64, linux/arm64: each proven to have its wheels
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def image_names(self) -> tuple[str, ...]:
@@ -186,7 +186,7 @@ class _EntryResolver:
             return None
         return ImageSpec(
             name=name, flavor=flavor, origin=self.entry.origin, line=self.entry.line,
-            variants=tuple(self.entry.get("variants") or ()),
+            variants=tuple(self.entry.get("variants") or ()), platforms=self.platforms(),
             apt=tuple(self.entry.get("apt") or ()), size_growth_reason=self.entry.get("size_growth_reason"),
             warnings=tuple(self.warnings), **spec,
         )
@@ -206,7 +206,7 @@ class _EntryResolver:
             builds = ", ".join(b.cuda for b in release.builds)
             self.fail("cuda", f"torch {release.version} has no CUDA {cuda} build; its builds: {builds}")
             return None
-        self._wheel(release, build)
+        self._wheels(release, build)
         self._cudnn(release, build)
         self._note_unconfirmed(f"torch {release.version} {build.variant}", build.unconfirmed)
         cuda_image, base_image = self._cuda_base(cuda, build.cuda)
@@ -232,6 +232,7 @@ class _EntryResolver:
         release = self._torch_release()
         if release is None or not self._python(release):
             return None
+        self._no_platform_facts("torch's CPU builds")
         python = self.entry.get("python")
         os_release = self.data.os_for_python(python) or self.data.os_for_python("3.11")
         if os_release.unconfirmed:
@@ -267,6 +268,7 @@ class _EntryResolver:
         if self.entry.get("pip") and any(grammar.requirement_name(p) in ("torch", *DOMAIN_LIBS) for p in self.entry.get("pip")):
             self.fail("pip", f"NGC {wanted} ships its own torch build; replacing torch or its domain libraries breaks it")
         self._note_unconfirmed(f"NGC {wanted}", release.unconfirmed)
+        self._no_platform_facts("NGC releases")
         if release.extra_file:
             self.warnings.append(f"NGC {wanted}: facts from {release.extra_file} ({compat.EXTRA_ENV}), not the reviewed "
                                  "compat data")
@@ -300,14 +302,32 @@ class _EntryResolver:
                             f"it has wheels for: {', '.join(release.python)}")
         return False
 
-    def _wheel(self, release: TorchRelease, build: compat.TorchBuild) -> bool:
-        """A wheel exists for every axis of the entry: torch x CUDA build x Python x architecture."""
-        python, platform = self.entry.get("python"), SETTINGS.platform
-        if release.has_wheel(build, python, platform):
-            return True
-        self.fail("python", f"torch {release.version} {build.variant} has no wheel for Python {python} on {platform}; "
-                            f"nearest that exist: {self._nearest(release, build, python, platform)}")
-        return False
+    def platforms(self) -> tuple[str, ...]:
+        return tuple(self.entry.get("platforms") or DEFAULT_PLATFORMS)
+
+    def _no_platform_facts(self, what: str) -> None:
+        """Platforms beyond the default that the compat data cannot prove for `what`: refused, not assumed."""
+        others = [p for p in self.platforms() if p != DEFAULT_PLATFORMS[0]]
+        if others:
+            self.fail("platforms", f"the compat data records no platforms for {what}, so {', '.join(others)} cannot be "
+                                   f"proven; valid here: {DEFAULT_PLATFORMS[0]}")
+
+    def _wheels(self, release: TorchRelease, build: compat.TorchBuild) -> None:
+        """A wheel exists for every axis of the entry: torch x CUDA build x Python x platform."""
+        python = self.entry.get("python")
+        for platform in self.platforms():
+            machine = PLATFORMS[platform]
+            if release.has_wheel(build, python, machine):
+                continue
+            if platform == DEFAULT_PLATFORMS[0]:
+                self.fail("python", f"torch {release.version} {build.variant} has no wheel for Python {python} on "
+                                    f"{machine}; nearest that exist: {self._nearest(release, build, python, machine)}")
+                continue
+            having = [p for p, m in PLATFORMS.items() if release.has_wheel(build, python, m)]
+            unread = " (no index read lists this build's wheels per platform: python build.py compat refresh)" \
+                if build.has_wheel(python, machine) is None else ""
+            self.fail("platforms", f"torch {release.version} {build.variant} has no wheel for Python {python} on "
+                                   f"{platform}{unread}; platforms with one: {', '.join(having) or 'none'}")
 
     def _nearest(self, release: TorchRelease, build: compat.TorchBuild, python: str, platform: str) -> str:
         """Up to three installable combinations closest to the entry: other Pythons of the same build, the same Python

@@ -89,11 +89,43 @@ def test_refresh_writes_what_the_indexes_say_with_its_source(releases: dict[str,
     assert new_row["python"] == ["3.8", "3.9", "3.10", "3.11", "3.12"]
     build = next(b for b in new_row["builds"] if b["default"])
     assert build["variant"] == "cu121" and build["nccl"] == "2.20.5" and build["sources"]["nccl"] == ["PYPI_INDEX"]
-    assert build["wheels"] == {"python": ["3.8", "3.9", "3.10", "3.11", "3.12"], "platforms": ["aarch64", "x86_64"],
+    # PyPI lists an aarch64 wheel of 2.3.1 too, but its CUDA pins hold on x86_64 only: that wheel is a CPU build
+    assert build["wheels"] == {"python": ["3.8", "3.9", "3.10", "3.11", "3.12"], "platforms": ["x86_64"],
                                "sources": ["PYPI_INDEX", "WHL_INDEX"]}
     assert "torch 2.3.1: Python wheels ['3.8'] -> ['3.8', '3.9', '3.10', '3.11', '3.12']" in result.changes
     assert "torch 2.3.1 cu121: nccl 2.19.3 -> 2.20.5" in result.changes
     assert "PYPI_INDEX" in result.data["sources"] and "WHL_INDEX" in result.data["sources"]
+
+
+@pytest.mark.parametrize(("version", "cuda_platforms"), [
+    ("2.3.1", {"x86_64"}),    # nvidia-cuda-runtime-cu12 ... platform_machine == "x86_64": the aarch64 wheel is CPU
+    ("2.10.0", {"x86_64"}),   # the same marker, the last release with it (its aarch64 wheel: 146 MB)
+    ("2.11.0", {"aarch64", "x86_64"}),  # cuda-toolkit[...] ... platform_system == "Linux": CUDA on both (419 MB)
+    ("2.14.0", {"aarch64", "x86_64"}),
+])
+def test_the_default_build_is_cuda_only_where_its_pins_hold(releases: dict[str, indexes.Release], version: str,
+                                                              cuda_platforms: set[str]) -> None:
+    release = releases[version]
+    assert release.platforms == {"aarch64", "x86_64"}, "PyPI has wheels for both"
+    assert release.cuda_platforms == cuda_platforms
+    row = next(r for r in refreshed(releases).data["torch"] if r["version"] == version)
+    assert set(next(b for b in row["builds"] if b["default"])["wheels"]["platforms"]) == cuda_platforms
+
+
+@pytest.mark.parametrize(("marker", "platform", "holds"), [
+    ('platform_system == "Linux" and platform_machine == "x86_64"', "aarch64", False),
+    ('platform_system == "Linux" and platform_machine == "x86_64"', "x86_64", True),
+    ('platform_system == "Linux"', "aarch64", True),
+    ('platform_machine != "aarch64"', "aarch64", False),
+    ("", "aarch64", True),
+])
+def test_a_pin_holds_where_its_marker_does(marker: str, platform: str, holds: bool) -> None:
+    assert indexes.holds_on(marker, platform) is holds
+
+
+def test_a_marker_that_is_not_one_is_refused() -> None:
+    with pytest.raises(indexes.IndexRefused, match="is not a requirement marker"):
+        indexes.holds_on('platform_machine = "x86_64" or', "x86_64")
 
 
 def test_a_new_release_and_build_get_rows_marked_unconfirmed(releases: dict[str, indexes.Release]) -> None:

@@ -184,3 +184,49 @@ def test_cuda_version_with_no_recorded_nvidia_cuda_image_is_refused() -> None:
     message = only(problems_of(HEAD + '  - {flavor: cuda, torch: "2.3.1", cuda: "12.1.7", python: "3.11"}\n'))
     assert "field 'cuda': no nvidia/cuda image is recorded for CUDA 12.1.7; known: " in message
     assert "12.1.1" in message.split("known: ")[1].split(", "), "the message lists the recorded images to choose from"
+
+
+def test_an_arm64_entry_is_proven_where_pypi_has_its_cuda_wheel() -> None:
+    """From 2.11 PyPI's aarch64 wheel is the CUDA build (its pins hold on every Linux machine): arm64 is proven."""
+    plan = plan_of(HEAD + '  - {flavor: cuda, torch: "2.14.0", cuda: "13.0", python: "3.11",\n'
+                          '     platforms: [linux/amd64, linux/arm64]}\n')
+    assert plan.specs[0].platforms == ("linux/amd64", "linux/arm64")
+    assert plan_of(HEAD + '  - {flavor: cuda, torch: "2.14.0", cuda: "13.0", python: "3.11"}\n').specs[0].platforms == (
+        "linux/amd64",)
+
+
+def test_arm64_without_a_cuda_wheel_names_the_platforms_that_have_one() -> None:
+    """torch 2.3.1's aarch64 wheel on PyPI is a CPU build (its CUDA pins say platform_machine == "x86_64")."""
+    message = only(problems_of(HEAD + '  - flavor: cuda\n    torch: "2.3.1"\n    cuda: "12.1"\n    python: "3.11"\n'
+                                      '    platforms: [linux/amd64, linux/arm64]\n'))
+    assert message.startswith("matrix.yaml:7: images[0]: field 'platforms':"), "the line of the platforms key"
+    assert "torch 2.3.1 cu121 has no wheel for Python 3.11 on linux/arm64; platforms with one: linux/amd64" in message
+
+
+def test_arm64_where_no_index_was_read_is_not_assumed() -> None:
+    message = only(problems_of(HEAD + '  - {flavor: cuda, torch: "2.14.0", cuda: "12.6", python: "3.11",\n'
+                                      '     platforms: [linux/arm64]}\n'))
+    assert "torch 2.14.0 cu126 has no wheel for Python 3.11 on linux/arm64 (no index read lists this build's wheels " \
+           "per platform: python build.py compat refresh); platforms with one: linux/amd64" in message
+
+
+@pytest.mark.parametrize(("entry", "what"), [
+    ('{flavor: cpu, torch: "2.13.0", python: "3.11", platforms: [linux/arm64]}', "torch's CPU builds"),
+    ('{flavor: ngc, ngc: "24.05", platforms: [linux/amd64, linux/arm64]}', "NGC releases"),
+])
+def test_arm64_is_refused_where_the_compat_data_records_no_platforms(entry: str, what: str) -> None:
+    message = only(problems_of(HEAD + f"  - {entry}\n"))
+    assert f"field 'platforms': the compat data records no platforms for {what}, so linux/arm64 cannot be proven; " \
+           "valid here: linux/amd64" in message
+
+
+@pytest.mark.parametrize(("platforms", "words"), [
+    ("[linux/arm64, linux/arm64]", "lists a platform twice"),
+    ("[windows/amd64]", "unknown platform 'windows/amd64'; valid: linux/amd64, linux/arm64"),
+    ("[]", "lists no platform; leave it out for linux/amd64"),
+    ("linux/arm64", "must be a list of strings, not a string"),
+])
+def test_platforms_outside_the_list_are_refused(platforms: str, words: str) -> None:
+    message = only(problems_of(HEAD + f'  - {{flavor: cuda, torch: "2.14.0", cuda: "13.0", python: "3.11", '
+                                      f'platforms: {platforms}}}\n'))
+    assert "field 'platforms'" in message and words in message
