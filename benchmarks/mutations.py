@@ -223,6 +223,18 @@ MUTATIONS = [
              "release path: escape sequences from a build or registry reach the terminal"),
     Mutation("torchimages/errors.py", '    text = CREDENTIALS.sub(r"\\1***@", text)\n', "",
              "release path: a URL's password printed in a message"),
+    # platforms: where a wheel is the CUDA build, and what the build refuses
+    Mutation("torchimages/input/indexes.py",
+             "release.cuda_platforms = {platform for platform in release.platforms if holds_on(marker, platform)}",
+             "release.cuda_platforms = set(release.platforms)", "platforms: a CPU aarch64 wheel counted as the CUDA build"),
+    Mutation("torchimages/input/specs.py", "            if release.has_wheel(build, python, machine):\n                continue",
+             "            if True:\n                continue", "platforms: a platform without a wheel accepted"),
+    Mutation("torchimages/input/compat.py", "return platform == UNLISTED_PLATFORM and python in self.python",
+             "return python in self.python", "platforms: an unlisted platform assumed to have wheels"),
+    Mutation("torchimages/build/stage.py", "    if others:\n        names", "    if False:\n        names",
+             "platforms: the build accepts a platform it does not build"),
+    Mutation("tests/smoke/probes/gpucheck.py", "        if len(elsewhere if elsewhere else paths) > 1:",
+             "        if len(paths) > 1:", "platforms: triton's libcupti counted as a second CUDA stack"),
 ]
 
 
