@@ -169,6 +169,18 @@ def base_image(api: docker.APIClient) -> str:
     return BASE_IMAGE
 
 
+ARM64_BASE_IMAGE = "torchimages/debian:bookworm-minbase-arm64"
+
+
+@pytest.fixture(scope="session")
+def arm64_base_image(api: docker.APIClient) -> str:
+    """Debian bookworm for linux/arm64, made here under emulation (trixie's qemu 10, registered by
+    scripts/setup-emulation.sh) and kept between sessions like the other bases."""
+    script("setup-emulation.sh", timeout=300)
+    script("make-base-image.sh", ARM64_BASE_IMAGE, "arm64", timeout=900)
+    return ARM64_BASE_IMAGE
+
+
 def script(name: str, *args: str, timeout: float = 900) -> None:
     result = run(["bash", str(ROOT / "scripts" / name), *args], timeout=timeout)
     assert result.returncode == 0, f"scripts/{name} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
