@@ -61,6 +61,14 @@ def test_matrix_table_and_json() -> None:
     rows = json.loads(run_cli("matrix", "--format", "json").stdout)
     assert rows[-1]["image"] == "torch2.13.0-cpu-py3.11-ssh" and rows[-1]["flavor"] == "cpu"
     assert rows[-1]["context"] == "images/torch2.13.0-cpu-py3.11-ssh"
+    assert {tuple(row["platforms"]) for row in rows} == {("linux/amd64",)}, "the default platform, from the matrix"
+
+
+def test_matrix_json_lists_the_platforms_an_entry_asks_for(tmp_path: Path) -> None:
+    matrix_file = tmp_path / "arm64.yaml"
+    matrix_file.write_text(ARM64)
+    rows = json.loads(run_cli("matrix", "--format", "json", "--matrix", str(matrix_file)).stdout)
+    assert [row["platforms"] for row in rows] == [["linux/amd64", "linux/arm64"]]
 
 
 def test_another_matrix_names_the_folder_its_contexts_are_rendered_into(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ def image_rows(plan: Plan, release: str, workspace: Workspace, *, per: str = "im
         for variant, image in spec.images():
             rows.append({
                 "image": image, "entry": spec.name, "variant": variant, "tag": plan.tag(release, image),
-                "flavor": spec.flavor, **spec.versions(), "base_image": spec.base_image, "context": str(folder / image),
+                "flavor": spec.flavor, **spec.versions(), "platforms": list(spec.platforms), "base_image": spec.base_image,
+                "context": str(folder / image),
             })
     if per == "entry":
         rows = [{**row, "images": [r["image"] for r in rows if r["entry"] == row["entry"]]}
