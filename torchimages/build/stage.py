@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..engine import BuildOutcome, Engine, failure_hint, short_error
 from ..errors import UserError
 from ..events import EventSink
-from ..input.matrix import DEFAULT_PLATFORMS
+from ..input.matrix import DEFAULT_PLATFORM, beyond_default
 from ..input.specs import Plan
 from ..progress import LogFiles
 from ..report import ImageRecord, Report
@@ -82,11 +82,10 @@ def describe_plan(jobs: list[BuildJob]) -> list[str]:
 def check_platforms(jobs: list[BuildJob]) -> None:
     """Each image is built for linux/amd64, on an amd64 engine: an entry that also asks for another platform (which
     validate proved it has wheels for) is refused before anything is built, not built for amd64 alone."""
-    others = sorted({(job.spec.name, platform) for job in jobs for platform in job.spec.platforms
-                     if platform != DEFAULT_PLATFORMS[0]})
+    others = sorted({(job.spec.name, platform) for job in jobs for platform in beyond_default(job.spec.platforms)})
     if others:
         names = ", ".join(f"{name} ({platform})" for name, platform in others[:3])
-        raise UserError(f"this version builds {DEFAULT_PLATFORMS[0]} images only, not {names}: leave the other "
+        raise UserError(f"this version builds {DEFAULT_PLATFORM} images only, not {names}: leave the other "
                         "platforms out of the entry's `platforms` to build it (validate proves their wheels exist)")
 
 

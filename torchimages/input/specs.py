@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..errors import Problem, UserError
 from . import compat, grammar
 from .compat import CompatData, TorchRelease, matches
-from .matrix import DEFAULT_PLATFORMS, PLATFORMS, Entry, Matrix
+from .matrix import DEFAULT_PLATFORM, DEFAULT_PLATFORMS, PLATFORMS, Entry, Matrix, beyond_default
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 # Docker's tag grammar; the release is the first part of every image tag (RELEASE-NAME[-VARIANT]).
@@ -114,7 +114,7 @@ class Release:
 
     def problem(self) -> str | None:
         """Why the two do not make a tag, or None."""
-        return release_problem(self.name) if self.candidate is None or self.candidate else "an empty candidate"
+        return "an empty candidate" if self.candidate == "" else release_problem(self.name)
 
 
 def resolve(matrix: Matrix, data: CompatData | None = None) -> Plan:
@@ -307,10 +307,10 @@ class _EntryResolver:
 
     def _no_platform_facts(self, what: str) -> None:
         """Platforms beyond the default that the compat data cannot prove for `what`: refused, not assumed."""
-        others = [p for p in self.platforms() if p != DEFAULT_PLATFORMS[0]]
+        others = beyond_default(self.platforms())
         if others:
             self.fail("platforms", f"the compat data records no platforms for {what}, so {', '.join(others)} cannot be "
-                                   f"proven; valid here: {DEFAULT_PLATFORMS[0]}")
+                                   f"proven; valid here: {DEFAULT_PLATFORM}")
 
     def _wheels(self, release: TorchRelease, build: compat.TorchBuild) -> None:
         """A wheel exists for every axis of the entry: torch x CUDA build x Python x platform."""
@@ -319,7 +319,7 @@ class _EntryResolver:
             machine = PLATFORMS[platform]
             if release.has_wheel(build, python, machine):
                 continue
-            if platform == DEFAULT_PLATFORMS[0]:
+            if platform == DEFAULT_PLATFORM:
                 self.fail("python", f"torch {release.version} {build.variant} has no wheel for Python {python} on "
                                     f"{machine}; nearest that exist: {self._nearest(release, build, python, machine)}")
                 continue
