@@ -177,7 +177,7 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
     selection = selection_from(values)
     # Only the images named: a variant's base, brought along for a build, is not tested unless named too.
     targets = [job for job in buildjobs.select(plan, release, Workspace(matrix_path).images(), selection)
-               if selection.matches(job.image)]
+               if selection.matches(job.name, job.image)]
     sys.exit(release_stages.test_built(plan, release, targets, Workspace.report(release, report),
                                        require_gpu=require_gpu, plain=plain, logs=Workspace.logs(release, logs),
                                        parallel=jobs))
@@ -221,7 +221,7 @@ def selfcheck(python: str, require_gpu: bool) -> None:
 def validate(matrix_path: Path) -> None:
     """Check the matrix against the compatibility data; exit 2 on any problem."""
     plan = load_plan(matrix_path)
-    images = sum(len(spec.image_names()) for spec in plan.specs)
+    images = sum(len(spec.platform_images()) for spec in plan.specs)
     out.print(f"{matrix_path}: valid: {len(plan.specs)} entries, {images} images")
 
 

@@ -118,6 +118,19 @@ class Engine:
         """A local image's configuration (user, labels, environment, entrypoint, command)."""
         return dict(self.api.inspect_image(reference)["Config"] or {})
 
+    def image_platform(self, reference: str) -> str | None:
+        """OS/architecture of a local image (linux/arm64), as its configuration says; None when it is not here."""
+        try:
+            data = self.api.inspect_image(reference)
+        except docker.errors.ImageNotFound:
+            return None
+        return f"{data.get('Os') or 'linux'}/{data.get('Architecture') or 'amd64'}"
+
+    def platform(self) -> str:
+        """The engine's own platform (linux/amd64): what it builds without emulation."""
+        version = self.api.version()
+        return f"{version.get('Os') or 'linux'}/{version.get('Arch') or 'amd64'}"
+
     def image_size(self, reference: str) -> int:
         """A local image's size in bytes, as `docker images` shows it."""
         return int(self.api.inspect_image(reference)["Size"])
@@ -133,7 +146,6 @@ class Engine:
     def push(self, repository: str, tag: str, auth_config: dict[str, str] | None) -> Iterator[dict[str, Any]]:
         """The push's stream, chunk by chunk: errors arrive inside it, so the caller reads it to its end."""
         yield from self.api.push(repository, tag=tag, stream=True, decode=True, auth_config=auth_config)
-
 
 
 def image_exists(api: docker.APIClient, tag: str) -> bool:

@@ -19,7 +19,7 @@ from pathlib import Path
 from .checkedjson import Fields, contained, digest_problem, load, relative_path_problem, sha256_problem
 from .errors import UserError, visible
 from .input import grammar
-from .input.matrix import VARIANTS
+from .input.matrix import PLATFORMS, VARIANTS, architecture
 from .input.specs import NAME, REGISTRY, Release, image_tag, release_problem
 
 MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
@@ -31,7 +31,9 @@ SMOKE_FIELDS = ("passed", "failed", "skipped", "skipped_no_gpu")
 
 
 def image_name_problem(value: str) -> str | None:
-    """An image's name: its matrix entry's name, or NAME-VARIANT."""
+    """An image's name: its matrix entry's name, or NAME-VARIANT, either with its platform's architecture after it."""
+    for suffix in (f"-{architecture(platform)}" for platform in PLATFORMS):
+        value = value.removesuffix(suffix) if value.endswith(suffix) and len(value) > len(suffix) else value
     base, _, variant = value.rpartition("-")
     if NAME.match(value) or (variant in VARIANTS and NAME.match(base)):
         return None

@@ -13,7 +13,7 @@ from .build.inputs import BuildInputs
 from .errors import UserError
 from .input import grammar, planning
 from .input import matrix as matrix_stage
-from .input.matrix import FLAVORS, VARIANTS
+from .input.matrix import FLAVORS, PLATFORMS, VARIANTS
 from .input.specs import Plan, Release, release_problem
 
 if TYPE_CHECKING:
@@ -75,6 +75,8 @@ def selection_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--only", multiple=True, metavar="GLOB", help="Image names (repeatable); a variant brings its base."),
         click.option("--flavor", "flavors", multiple=True, type=click.Choice(FLAVORS), help="Only these flavors."),
         click.option("--variant", "variants", multiple=True, type=click.Choice(("base", *VARIANTS)), help="Only these variants."),
+        click.option("--platform", "platforms", multiple=True, type=click.Choice(tuple(PLATFORMS)),
+                     envvar="TORCHIMAGES_PLATFORM", help="Only the images of these platforms (an entry's `platforms`)."),
     ]
     for option in reversed(options):
         function = option(function)
@@ -84,7 +86,8 @@ def selection_options(function: Callable[..., None]) -> Callable[..., None]:
 def selection_from(values: dict) -> Selection:
     from .build.jobs import Selection
 
-    return Selection(only=tuple(values["only"]), flavors=tuple(values["flavors"]), variants=tuple(values["variants"]))
+    return Selection(only=tuple(values["only"]), flavors=tuple(values["flavors"]), variants=tuple(values["variants"]),
+                     platforms=tuple(values["platforms"]))
 
 
 plain_option = click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view (every stage).")
@@ -128,8 +131,9 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
                      help="Replaces scheme and host of every apt source during the build."),
         click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False), envvar="TORCHIMAGES_CA_BUNDLE",
                      help="Extra CA bundle trusted during builds."),
-        click.option("--base-image", envvar="TORCHIMAGES_BASE_IMAGE",
-                     help="Build the base images FROM this image (a mirrored or locally made base)."),
+        click.option("--base-image", "base_images", multiple=True, metavar="[PLATFORM=]IMAGE", envvar="TORCHIMAGES_BASE_IMAGE",
+                     help="Build the base images FROM this image (a mirrored or locally made base); PLATFORM=IMAGE for "
+                          "that platform's only (repeatable: linux/arm64=IMAGE)."),
         require_gpu_option,
         click.option("--previous", "previous_manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True),
                      envvar="TORCHIMAGES_PREVIOUS",
@@ -211,9 +215,10 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
     """`repository`: where this release's images go; `--cache-from previous` reuses images from there only."""
     from .build.stage import BuildOptions
 
+    plain, per_platform = base_images_from(tuple(values["base_images"]))
     inputs = BuildInputs(pip_index_url=values["pip_index_url"], torch_index_url=values["torch_index_url"],
                          apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
-                         offline=values["offline"], base_image=values["base_image"])
+                         offline=values["offline"], base_image=plain, platform_bases=per_platform)
     inputs.check()  # before anything is rendered, planned or built
     from . import manifest
 
@@ -223,6 +228,23 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
                         inputs=inputs, budget=budget_from(values, previous), builder=str(values["builder"]),
                         cache=cache_sources_from(tuple(values["cache_from"]), previous, repository,
                                                  no_cache=bool(values["no_cache"])))
+
+
+def base_images_from(values: tuple[str, ...]) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """--base-image values: the plain IMAGE (at most one: every platform's base) and PLATFORM=IMAGE pairs (one per
+    platform). An image reference never holds '=', so the form is unambiguous."""
+    plain = [value for value in values if "=" not in value]
+    pairs = [tuple(value.split("=", 1)) for value in values if "=" in value]
+    if len(plain) > 1:
+        raise UserError(f"--base-image given {len(plain)} times without a platform ({', '.join(plain[:3])}): give one "
+                        "plain IMAGE, and PLATFORM=IMAGE for each platform that builds FROM another")
+    for platform, _image in pairs:
+        if platform not in PLATFORMS:
+            raise UserError(f"--base-image {platform}=...: {platform!r} is not a platform: {', '.join(PLATFORMS)}")
+    platforms = [platform for platform, _image in pairs]
+    if twice := sorted({p for p in platforms if platforms.count(p) > 1}):
+        raise UserError(f"--base-image {twice[0]}=... given twice: one base image per platform")
+    return (plain[0] if plain else None), tuple((platform, image) for platform, image in pairs)
 
 
 def budget_from(values: dict, previous: ReleaseManifest | None) -> Budget:

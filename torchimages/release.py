@@ -32,7 +32,7 @@ from .verify.smoke import SmokeRunner, Target
 
 def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_gpu: bool) -> int:
     """The main job: render, build, smoke-test what was built and, when asked, push what passed; the exit code."""
-    buildstage.check_platforms(buildstage.select(plan, options))  # before anything is rendered or built
+    buildstage.select(plan, options)  # a selection that matches nothing is refused before anything is rendered
     credentials = push.credentials() if push else None  # a password on stdin is read before the long build
     if push:  # cache sources on the registry pushed to are pulled as the same user
         options = options.pulling_as(push.repository, credentials)
@@ -101,7 +101,7 @@ def check_budget(plan: Plan, report: Report, budget: Budget) -> None:
 
 
 def targets_of(jobs: list[BuildJob]) -> list[Target]:
-    return [Target.of(job.spec, job.variant, job.tag) for job in jobs]
+    return [Target.of(job.spec, job.variant, job.tag, job.platform) for job in jobs]
 
 
 def smoke(engine: Engine, targets: list[Target], report: Report, *, require_gpu: bool, plain: bool, logs: Path,
@@ -137,7 +137,6 @@ def finish(report: Report, path: Path, *, failed: bool = False) -> int:
 def build_rendered(plan: Plan, options: BuildOptions, *, pulling: PushOptions | None = None) -> int:
     """`build`: the rendered contexts, refused when stale for the release, built; cache sources on the registry
     are pulled as `pulling`'s user."""
-    buildstage.check_platforms(buildstage.select(plan, options))
     stale = render_stage.stale_paths(plan, options.release, options.images_dir)
     if stale:
         raise UserError(f"{options.images_dir} does not match the matrix for release {options.release} ({len(stale)} "

@@ -11,6 +11,7 @@ from typing import Any
 from rich.table import Table
 
 from .errors import UserError, visible
+from .input.matrix import DEFAULT_PLATFORM
 
 
 @dataclass
@@ -92,6 +93,7 @@ class ImageRecord:
     content_digest: str | None = None  # what its build read, release aside (torchimages.build.cache)
     reused: str | None = None  # the previous release's image it was stamped from, when its content was unchanged
     builder: str | None = None  # what built it in this run (buildjobs.Builder.describe), None when not built here
+    platform: str = DEFAULT_PLATFORM  # what it was built for: linux/amd64, linux/arm64
 
     @property
     def smoke_passed(self) -> bool:

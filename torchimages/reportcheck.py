@@ -9,7 +9,7 @@ from pathlib import Path
 from .checkedjson import Check, digest_problem, relative_path_problem, sha256_problem
 from .errors import Problem, UserError, visible
 from .input import grammar
-from .input.matrix import VARIANTS
+from .input.matrix import PLATFORMS, VARIANTS
 from .input.specs import NAME, release_problem
 from .manifest import image_name_problem, tag_part_problem, version_key_problem, version_value_problem
 from .report import ImageRecord, Report
@@ -50,6 +50,8 @@ def record_problem(record: ImageRecord) -> tuple[str, str] | None:
         ("image", image_name_problem(record.image)),
         ("entry", None if NAME.match(record.entry) else f"{visible(record.entry)!r} is not an entry name"),
         ("variant", None if record.variant in ("base", *VARIANTS) else f"{visible(record.variant)!r} is not a variant"),
+        ("platform", None if isinstance(record.platform, str) and record.platform in PLATFORMS
+         else f"{visible(str(record.platform))!r} is not a platform: {', '.join(PLATFORMS)}"),
         ("tag", grammar.control_problem(record.tag) or grammar.image_reference_problem(record.tag)),
         ("image_id", optional(record.image_id, digest_problem)),
         ("content_digest", optional(record.content_digest, digest_problem)),

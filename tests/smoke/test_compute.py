@@ -19,6 +19,11 @@ def test_dataloader_with_workers_through_shm(host: Any, facts: Facts) -> None:
 
 
 def test_torch_compile_cpu(host: Any, facts: Facts) -> None:
+    if facts.raw.get("emulated"):
+        # Measured here: under qemu-aarch64 (whose CPU model has SVE) inductor emits SVE code, and Debian bookworm's
+        # gcc 12 stops on it with an internal compiler error (aarch64_sve::gimple_folder, cf. pytorch/pytorch#168288);
+        # and a C++ compile under emulation takes minutes. A runner of the platform runs this check natively.
+        pytest.skip("the image runs under emulation: torch.compile's C++ build is checked on a runner of its platform")
     result = probe(host, facts, "compile", "cpu", timeout=300)
     assert not result["preflight"], f"torch.compile cannot work here: {'; '.join(result['preflight'])}"
     assert result["max_abs_diff"] < 1e-4, f"torch.compile output differs from eager by {result['max_abs_diff']}"

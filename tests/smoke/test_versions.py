@@ -79,3 +79,16 @@ def test_constraint_file_blocks_another_torch(host: Any, facts: Facts) -> None:
         f"pip install {other} was not refused by the constraint file:\n{blocked.stdout}{blocked.stderr}")
     unconstrained = run(host, f"env PIP_CONSTRAINT= python -m pip install --no-index --dry-run {other}")
     assert "constraint" not in (unconstrained.stdout + unconstrained.stderr), "control: without PIP_CONSTRAINT"
+
+
+MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}  # the kernel's name for each platform's machine
+
+
+def test_the_image_runs_as_its_platform(host: Any, facts: Facts) -> None:
+    """An image built for linux/arm64 runs aarch64 binaries (natively, or under the host's emulator) and says so in
+    its platform label: an amd64 image tagged as arm64 fails here, before it can stand in an image index."""
+    platform = facts.expected.get("platform", "linux/amd64")
+    machine = run(host, "uname -m").stdout.strip()
+    assert machine == MACHINES[platform], f"the image runs as {machine}, it is built for {platform}"
+    label = facts.labels.get(f"{facts.label_prefix}.platform")
+    assert label == platform, f"label {facts.label_prefix}.platform={label!r}, the image is built for {platform}"

@@ -125,15 +125,37 @@ images:
 
 
 @pytest.mark.parametrize("command", [["--tag", "v1"], ["build", "--tag", "v1"]])
-def test_a_platform_this_version_cannot_build_is_refused_before_anything_is_rendered(tmp_path: Path,
-                                                                                     command: list[str]) -> None:
-    """validate proves the arm64 wheels exist; the build, which makes amd64 images only, refuses the entry whole
-    rather than publish it for one platform. No engine is needed to refuse it, and nothing is rendered."""
+def test_an_entry_of_two_platforms_is_built_for_each_from_its_own_base(tmp_path: Path, command: list[str]) -> None:
+    """Each platform's images are jobs of their own: named and tagged with the platform's architecture (the plain
+    tag becomes the image index at promotion), each base FROM the --base-image of its platform, the plain form for
+    the others; --platform picks one platform's images."""
     matrix_file = tmp_path / "arm64.yaml"
     matrix_file.write_text(ARM64)
-    assert run_cli("validate", "--matrix", str(matrix_file)).returncode == 0
-    result = run_cli(*command, "--matrix", str(matrix_file), "--images", str(tmp_path / "images"))
-    assert result.returncode == 2, result.stderr
-    assert ("this version builds linux/amd64 images only, not torch2.14.0-cu130-cudnn9.24-py3.11 (linux/arm64)"
-            in result.stderr), result.stderr
-    assert "Traceback" not in result.stderr and not (tmp_path / "images").exists()
+    validated = run_cli("validate", "--matrix", str(matrix_file))
+    assert validated.returncode == 0 and "1 entries, 2 images" in validated.stdout, validated.stdout + validated.stderr
+    bases = ("--base-image", "local/cuda:13.0.3", "--base-image", "linux/arm64=local/cuda:13.0.3-arm64")
+    planned = run_cli(*command, "--matrix", str(matrix_file), "--dry-run", *bases)
+    assert planned.returncode == 0, planned.stderr
+    name = "torch2.14.0-cu130-cudnn9.24-py3.11"
+    assert (f"1. {name}-amd64\n     tag:     registry.example.com/ml/pytorch:v1-{name}-amd64\n     for:     linux/amd64\n"
+            "     order:   FROM local/cuda:13.0.3\n") in planned.stdout, planned.stdout
+    assert (f"2. {name}-arm64\n     tag:     registry.example.com/ml/pytorch:v1-{name}-arm64\n     for:     linux/arm64\n"
+            "     order:   FROM local/cuda:13.0.3-arm64\n") in planned.stdout, planned.stdout
+    one = run_cli(*command, "--matrix", str(matrix_file), "--dry-run", "--platform", "linux/arm64", *bases)
+    assert one.returncode == 0 and "1 images" in one.stdout and f"{name}-amd64" not in one.stdout, one.stdout
+
+
+@pytest.mark.parametrize(("bases", "message"), [
+    (("a/b:1", "c/d:2"), "--base-image given 2 times without a platform (a/b:1, c/d:2)"),
+    (("linux/riscv64=a/b:1",), "'linux/riscv64' is not a platform: linux/amd64, linux/arm64"),
+    (("linux/arm64=a/b:1", "linux/arm64=c/d:2"), "--base-image linux/arm64=... given twice"),
+    (("linux/arm64=$(id)",), "--base-image linux/arm64=: '$(id)' is not an image reference"),
+])
+def test_base_images_per_platform_are_checked_before_anything_is_built(tmp_path: Path, bases: tuple[str, ...],
+                                                                       message: str) -> None:
+    matrix_file = tmp_path / "arm64.yaml"
+    matrix_file.write_text(ARM64)
+    options = [word for base in bases for word in ("--base-image", base)]
+    result = run_cli("build", "--tag", "v1", "--matrix", str(matrix_file), "--dry-run", *options)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

@@ -137,6 +137,10 @@ STOP_GRACE = 20.0
 class BuildKitBuilder:
     """Builds through a BuildKit-capable docker CLI; the same outcomes and events as the classic builder."""
 
+    # A build for another platform than the engine's installs torch with the build platform's pip for the target
+    # platform (Dockerfile.buildkit's torch-cross stage, TORCH_INSTALL=cross): no emulator unpacks the wheels.
+    cross_installs = True
+
     def __init__(self, engine: Engine, cli: BuildKitCli | None = None, *, stop_grace: float = STOP_GRACE) -> None:
         self.engine = engine
         self.cli = cli or find_cli()
@@ -147,8 +151,8 @@ class BuildKitBuilder:
 
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str], emit: EventSink,
               cancel: threading.Event, cache_from: list[str] | None = None,
-              labels: dict[str, str] | None = None) -> BuildOutcome:
-        """Build `context` into `tag`; never raises for build errors."""
+              labels: dict[str, str] | None = None, platform: str | None = None) -> BuildOutcome:
+        """Build `context` into `tag` for `platform` (the engine's own by default); never raises for build errors."""
         state = StreamState(BuildOutcome(image=image, tag=tag))
         with tempfile.TemporaryDirectory(prefix="buildkit-") as tmp:
             iidfile = Path(tmp) / "iid"
@@ -159,6 +163,7 @@ class BuildKitBuilder:
                 dockerfile, secret_options = context / "Dockerfile", []
             command = [*self.cli.command(), "--progress=plain", "--file", str(dockerfile), "--tag", tag,
                        "--iidfile", str(iidfile), *(["--no-cache"] if self.engine.no_cache else []), *secret_options,
+                       *([f"--platform={platform}"] if platform else []),
                        *[f"--build-arg={name}" for name in sorted(buildargs)],
                        *[f"--label={key}={value}" for key, value in sorted((labels or {}).items())],
                        *[f"--cache-from={ref}" for ref in cache_from or []], str(context)]

@@ -27,6 +27,10 @@ USING_CACHE = " ---> Using cache"
 
 
 class ClassicBuilder:
+    # Every step of a build for another platform runs under the engine's emulator, the torch install too: the classic
+    # builder has no stage of the build's own platform (BuildKit's $BUILDPLATFORM).
+    cross_installs = False
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         # image -> its build's intermediate containers, so a cancel can stop a silent step at once
@@ -34,12 +38,14 @@ class ClassicBuilder:
 
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str],
               emit: Callable[[StageEvent], None], cancel: threading.Event, cache_from: list[str] | None = None,
-              labels: dict[str, str] | None = None) -> BuildOutcome:
-        """Build `context` into `tag`, emitting step and log events; never raises for build errors."""
+              labels: dict[str, str] | None = None, platform: str | None = None) -> BuildOutcome:
+        """Build `context` into `tag` (for `platform`, its FROM image's by default), emitting step and log events;
+        never raises for build errors."""
         outcome = BuildOutcome(image=image, tag=tag)
         tail: deque[str] = deque(maxlen=20)
         containers = self.running_containers.setdefault(image, [])
-        stream = self._stream(context, tag, buildargs, outcome, cache_from=cache_from or None, labels=labels or None)
+        stream = self._stream(context, tag, buildargs, outcome, cache_from=cache_from or None, labels=labels or None,
+                              platform=platform)
         try:
             for chunk in stream:
                 if cancel.is_set():

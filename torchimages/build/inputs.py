@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from ..errors import UserError
 from ..input import grammar
+from ..input.matrix import DEFAULT_PLATFORM, PLATFORMS
 
 # Wheels of torch and the CUDA stack it depends on (file names use underscores for dashes).
 TORCH_STACK_WHEEL = re.compile(r"^(torch|triton|nvidia_[a-z0-9_]+|cuda_[a-z0-9_]+)-", re.IGNORECASE)
@@ -30,7 +31,12 @@ class BuildInputs:
     ca_bundle: Path | None = None
     wheelhouse: Path | None = None
     offline: bool = False
-    base_image: str | None = None
+    base_image: str | None = None  # --base-image IMAGE: every platform's base builds FROM it (a multi-platform name)
+    platform_bases: tuple[tuple[str, str], ...] = ()  # --base-image PLATFORM=IMAGE: that platform's, before the plain one
+
+    def base_for(self, platform: str) -> str | None:
+        """The image a base build for `platform` is FROM instead of the matrix's, or None."""
+        return dict(self.platform_bases).get(platform) or self.base_image
 
     def check(self) -> None:
         """Refuse inputs that cannot work or would leak, before anything is built."""
@@ -38,9 +44,9 @@ class BuildInputs:
                             ("--apt-mirror", self.apt_mirror)):
             if url and (why := grammar.url_problem(url, option)):
                 raise UserError(why)
-        if self.base_image and (why := grammar.control_problem(self.base_image) or
-                                grammar.image_reference_problem(self.base_image)):
-            raise UserError(f"--base-image: {why}")
+        for platform, image in (("", self.base_image), *self.platform_bases):
+            if image and (why := grammar.control_problem(image) or grammar.image_reference_problem(image)):
+                raise UserError(f"--base-image{' ' + platform + '=' if platform else ''}: {why}")
         if self.apt_mirror and "@" in urlsplit(self.apt_mirror).netloc:  # user, password or token
             raise UserError("--apt-mirror must not contain credentials: apt runs in the final image's build stage, "
                             "whose arguments Docker records; use an authenticating proxy (HTTP_PROXY) instead")
@@ -61,12 +67,13 @@ class BuildInputs:
             args["OFFLINE"] = "1"
         return args
 
-    def fill_context(self, context: Path, *, installs_torch: bool) -> None:
+    def fill_context(self, context: Path, *, installs_torch: bool, platform: str = DEFAULT_PLATFORM) -> None:
         """Put the CA bundle and the wheelhouse where the builder stages COPY them from.
 
         torch and the CUDA libraries it pulls (several GB) go only into builds that install torch:
         a variant or an NGC image already has them, and each wheel in a context is sent to the
-        engine and stored in a builder layer.
+        engine and stored in a builder layer. Only the wheels that run on the build's platform go: one wheelhouse
+        may hold every platform's.
         """
         config = context / "build-config"
         if not config.is_dir():
@@ -74,9 +81,17 @@ class BuildInputs:
         if self.ca_bundle:
             shutil.copyfile(self.ca_bundle, config / "extra-ca.pem")
         if self.wheelhouse:
+            machine = PLATFORMS[platform]
             for wheel in sorted(self.wheelhouse.glob("*.whl")):
-                if installs_torch or not TORCH_STACK_WHEEL.match(wheel.name):
+                if (installs_torch or not TORCH_STACK_WHEEL.match(wheel.name)) and runs_on(wheel.name, machine):
                     link_or_copy(wheel, config / "wheelhouse" / wheel.name)
+
+
+def runs_on(wheel: str, machine: str) -> bool:
+    """Whether a wheel (by its file name's platform tags, e.g. manylinux_2_28_aarch64.manylinux2014_aarch64) runs on a
+    Linux `machine` (x86_64, aarch64): a pure wheel (any) runs everywhere."""
+    platforms = wheel.removesuffix(".whl").rsplit("-", 1)[-1].split(".")
+    return any(tag == "any" or tag.endswith(f"_{machine}") for tag in platforms)
 
 
 def link_or_copy(source: Path, target: Path) -> None:

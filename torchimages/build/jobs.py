@@ -6,6 +6,7 @@ import fnmatch
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +15,24 @@ from typing import Protocol
 from ..engine import BuildOutcome, Engine
 from ..errors import UserError
 from ..events import EventSink, StageEvent
-from ..input.specs import ImageSpec, Plan
+from ..input.matrix import DEFAULT_PLATFORM
+from ..input.specs import ImageSpec, Plan, PlatformImage
 from . import cache as buildcache
 from .cache import CONTENT_LABEL, CacheSources
 from .classic import ClassicBuilder
 from .inputs import BuildInputs, copy_context
+
+PLATFORM_LABEL = "io.torchimages.platform"  # the platform an image was built for, beside its configuration's own
+PLATFORM_ARG = "TARGETPLATFORM"  # how a platform other than the default enters the content digest
+
+
+def no_override(_platform: str) -> str | None:
+    return None
+
+
+def from_default(context: Path) -> str | None:
+    """The FROM image a context's Dockerfile names when no BASE_IMAGE is given."""
+    return buildcache.from_default((context / "Dockerfile").read_text(encoding="utf-8"))
 
 
 class Builder(Protocol):
@@ -26,7 +40,10 @@ class Builder(Protocol):
 
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str], emit: EventSink,
               cancel: threading.Event, cache_from: list[str] | None = None,
-              labels: dict[str, str] | None = None) -> BuildOutcome: ...
+              labels: dict[str, str] | None = None, platform: str | None = None) -> BuildOutcome: ...
+
+    # Whether a build for another platform than the engine's installs torch natively (BuildKit's $BUILDPLATFORM stage)
+    cross_installs: bool
 
     def stop_builds(self) -> None: ...
 
@@ -37,55 +54,71 @@ class Builder(Protocol):
 
 @dataclass(frozen=True)
 class BuildJob:
-    image: str
+    image: str  # the image as built for its platform (specs.PlatformImage.image): the key of outcomes and records
     variant: str  # base, jupyter, ssh
     spec: ImageSpec
     tag: str
-    context: Path
+    context: Path  # the rendered context, one for every platform of the image
     depends_on: str | None
-    base_image: str | None  # the FROM image of a base build (for error hints)
+    base_image: str | None  # the FROM image: of a base build, the platform's base; of a variant, its base's tag
+    platform: str = DEFAULT_PLATFORM
+
+    @property
+    def name(self) -> str:
+        """The image across its platforms (NAME[-VARIANT]): what its release tag names."""
+        return self.spec.image_name(self.variant)
 
 
 @dataclass(frozen=True)
 class Selection:
-    """Which images a command works on (--only globs, --flavor, --variant); empty means all."""
+    """Which images a command works on (--only globs, --flavor, --variant, --platform); empty means all."""
 
     only: tuple[str, ...] = ()
     flavors: tuple[str, ...] = ()
     variants: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()
 
-    def matches(self, image: str) -> bool:
-        return not self.only or any(fnmatch.fnmatch(image, glob) for glob in self.only)
+    def matches(self, *names: str) -> bool:
+        """Whether a glob of --only matches any of the image's names (the image's, and its platform's image's)."""
+        return not self.only or any(fnmatch.fnmatch(name, glob) for glob in self.only for name in names)
 
 
 def select(plan: Plan, release: str, images_dir: Path, selection: Selection, *,
-           base_override: str | None = None) -> list[BuildJob]:
+           base_for: Callable[[str], str | None] = no_override) -> list[BuildJob]:
     """plan_jobs, refusing a selection that matches nothing."""
-    jobs = plan_jobs(plan, release, images_dir, selection, base_override=base_override)
+    jobs = plan_jobs(plan, release, images_dir, selection, base_for=base_for)
     if not jobs:
-        raise UserError("no image matches --only/--flavor/--variant; list them with: python build.py matrix")
+        raise UserError("no image matches --only/--flavor/--variant/--platform; list them with: python build.py matrix")
     return jobs
 
 
 def plan_jobs(plan: Plan, release: str, images_dir: Path, selection: Selection = Selection(), *,
-              base_override: str | None = None) -> list[BuildJob]:
-    """Selected images in build order; a selected variant brings its base along."""
+              base_for: Callable[[str], str | None] = no_override) -> list[BuildJob]:
+    """Selected images in build order, platform by platform; a selected variant brings its base (of its platform)
+    along. `base_for(platform)`: the image a base build of that platform is FROM instead of the matrix's."""
     jobs: list[BuildJob] = []
     for spec in plan.specs:
         if selection.flavors and spec.flavor not in selection.flavors:
             continue
-        chosen = [(variant, image) for variant, image in spec.images()
-                  if (not selection.variants or variant in selection.variants) and selection.matches(image)]
-        if chosen and chosen[0][0] != "base":
-            chosen.insert(0, ("base", spec.name))
-        for variant, image in chosen:
-            base = variant == "base"
-            jobs.append(BuildJob(
-                image=image, variant=variant, spec=spec, tag=plan.tag(release, image), context=images_dir / image,
-                depends_on=None if base else spec.name,
-                base_image=(base_override or spec.base_image) if base else plan.tag(release, spec.name),
-            ))
+        for platform in spec.platforms:
+            if selection.platforms and platform not in selection.platforms:
+                continue
+            built = [spec.platform_image(variant, platform) for variant in ("base", *spec.variants)]
+            chosen = [image for image in built if (not selection.variants or image.variant in selection.variants)
+                      and selection.matches(image.name, image.image)]
+            if chosen and chosen[0].variant != "base":
+                chosen.insert(0, built[0])
+            jobs += [job_of(plan, release, images_dir, image, spec, base=built[0].image, base_for=base_for)
+                     for image in chosen]
     return jobs
+
+
+def job_of(plan: Plan, release: str, images_dir: Path, image: PlatformImage, spec: ImageSpec, *, base: str,
+           base_for: Callable[[str], str | None]) -> BuildJob:
+    is_base = image.variant == "base"
+    return BuildJob(image=image.image, variant=image.variant, spec=spec, tag=plan.tag(release, image.image),
+                    context=images_dir / image.name, depends_on=None if is_base else base, platform=image.platform,
+                    base_image=(base_for(image.platform) or spec.base_image) if is_base else plan.tag(release, base))
 
 
 class BuildRunner:
@@ -156,11 +189,15 @@ class BuildRunner:
         with tempfile.TemporaryDirectory(prefix=f"ctx-{job.image}-") as tmp:
             context = Path(tmp) / "context"
             copy_context(job.context, context)
-            self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc")
-            base_arg = (self.inputs.base_image if job.variant == "base" else job.base_image) or None
-            buildargs = self.inputs.buildargs(base_image=base_arg)
+            self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc",
+                                     platform=job.platform)
+            base_arg = (self.inputs.base_for(job.platform) if job.variant == "base" else job.base_image) or None
+            if why := self._platform_problem(job, base_arg or from_default(context)):
+                outcome = BuildOutcome(job.image, job.tag, error=why)
+                return self._ended(job, outcome, started, digest=None, previous=None, reused=False)
+            buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job)}
             digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
-            labels = {CONTENT_LABEL: digest} if digest else None
+            labels = {**({CONTENT_LABEL: digest} if digest else {}), PLATFORM_LABEL: job.platform}
             previous = None if self.engine.no_cache else self.cache.reusable(job.image, digest)
             reused = bool(previous) and self._pulled(job.image, previous) and self._labelled(job.image, previous, digest)
             if reused:
@@ -168,8 +205,12 @@ class BuildRunner:
             else:
                 sources = [] if self.engine.no_cache else self.cache.layer_sources(job.image)
                 outcome = self.builder.build(job.image, context, job.tag, buildargs=buildargs, emit=self.emit,
-                                             cancel=self.cancel, labels=labels,
+                                             cancel=self.cancel, labels=labels, platform=job.platform,
                                              cache_from=[ref for ref in sources if self._pulled(job.image, ref)])
+        return self._ended(job, outcome, started, digest=digest, previous=previous, reused=reused)
+
+    def _ended(self, job: BuildJob, outcome: BuildOutcome, started: float, *, digest: str | None,
+               previous: str | None, reused: bool) -> BuildOutcome:
         outcome.seconds, outcome.content_digest = time.monotonic() - started, digest
         outcome.reused = previous if reused else None
         if self.cancel.is_set() and not outcome.ok:
@@ -178,15 +219,39 @@ class BuildRunner:
         self.emit(StageEvent(job.image, kind, outcome.error or outcome.image_id or ""))
         return outcome
 
+    def _platform_problem(self, job: BuildJob, reference: str | None) -> str | None:
+        """A FROM image on this engine that is of another platform than the build's: refused before the build,
+        which would otherwise make an image of one platform labelled as another."""
+        found = self.engine.image_platform(reference) if reference else None
+        if found is None or found == job.platform:
+            return None
+        option = f"--base-image {job.platform}=IMAGE" if job.variant == "base" else f"a {job.platform} base"
+        return (f"{reference} is a {found} image on this engine; {job.image} is built for {job.platform}: "
+                f"give it {option}")
+
+    def _cross_args(self, job: BuildJob) -> dict[str, str]:
+        """A torch install for another platform than the engine's, by a builder that can: the build platform's pip
+        installs the target's wheels, which no emulator then has to unpack (buildkit.CROSS_INSTALL)."""
+        if job.variant != "base" or job.spec.flavor == "ngc" or not self.builder.cross_installs:
+            return {}
+        native = self.engine.platform()
+        if job.platform == native:
+            return {}
+        args = {"TORCH_INSTALL": "cross"}
+        if build_base := self.inputs.base_for(native):
+            args["BUILD_BASE_IMAGE"] = build_base
+        return args
+
     def _content_digest(self, job: BuildJob, context: Path, buildargs: dict[str, str]) -> str | None:
-        """The build's content digest; None when its FROM image is not known here (its build then fails anyway)."""
+        """The build's content digest; None when its FROM image is not known here (its build then fails anyway).
+        A platform other than the default is one of its inputs (a multi-platform base has one name for all)."""
         if job.depends_on:
             parent = self._digests.get(job.depends_on)
         else:
-            dockerfile = (context / "Dockerfile").read_text(encoding="utf-8")
-            reference = buildargs.get("BASE_IMAGE") or buildcache.from_default(dockerfile)
+            reference = buildargs.get("BASE_IMAGE") or from_default(context)
             parent = self.engine.image_id(reference) if reference else None
-        return buildcache.content_digest(context, buildargs, parent) if parent else None
+        read = buildargs if job.platform == DEFAULT_PLATFORM else {**buildargs, PLATFORM_ARG: job.platform}
+        return buildcache.content_digest(context, read, parent) if parent else None
 
     def _pulled(self, image: str, reference: str) -> bool:
         """Pull a cache source once per run; a source that cannot be pulled is a note, not a failure."""
@@ -224,4 +289,4 @@ class BuildRunner:
         dockerfile = (context / "Dockerfile").read_text(encoding="utf-8")
         (folder / "Dockerfile").write_text(buildcache.stamp_dockerfile(previous, dockerfile), encoding="utf-8")
         return self.builder.build(job.image, folder, job.tag, buildargs={}, emit=self.emit, cancel=self.cancel,
-                                  labels=labels)
+                                  labels=labels, platform=job.platform)

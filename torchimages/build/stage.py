@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from ..engine import BuildOutcome, Engine, failure_hint, short_error
 from ..errors import UserError
 from ..events import EventSink
-from ..input.matrix import DEFAULT_PLATFORM, beyond_default
 from ..input.specs import Plan
 from ..progress import LogFiles
 from ..report import ImageRecord, Report
@@ -66,7 +65,7 @@ class BuildOptions:
 
 def select(plan: Plan, options: BuildOptions) -> list[BuildJob]:
     return buildjobs.select(plan, options.release, options.images_dir, options.selection,
-                            base_override=options.inputs.base_image)
+                            base_for=options.inputs.base_for)
 
 
 def describe_plan(jobs: list[BuildJob]) -> list[str]:
@@ -74,19 +73,9 @@ def describe_plan(jobs: list[BuildJob]) -> list[str]:
     lines = []
     for number, job in enumerate(jobs, 1):
         after = f"after {job.depends_on}" if job.depends_on else f"FROM {job.base_image}"
-        lines.append(f"{number:3d}. {job.image}\n     tag:     {job.tag}\n     order:   {after}\n"
-                     f"     context: {job.context}")
+        lines.append(f"{number:3d}. {job.image}\n     tag:     {job.tag}\n     for:     {job.platform}\n"
+                     f"     order:   {after}\n     context: {job.context}")
     return lines
-
-
-def check_platforms(jobs: list[BuildJob]) -> None:
-    """Each image is built for linux/amd64, on an amd64 engine: an entry that also asks for another platform (which
-    validate proved it has wheels for) is refused before anything is built, not built for amd64 alone."""
-    others = sorted({(job.spec.name, platform) for job in jobs for platform in beyond_default(job.spec.platforms)})
-    if others:
-        names = ", ".join(f"{name} ({platform})" for name, platform in others[:3])
-        raise UserError(f"this version builds {DEFAULT_PLATFORM} images only, not {names}: leave the other "
-                        "platforms out of the entry's `platforms` to build it (validate proves their wheels exist)")
 
 
 def check_contexts(jobs: list[BuildJob], release: str) -> None:
@@ -144,6 +133,7 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
         outcome = outcomes[job.image]
         record = ImageRecord(
             image=job.image, entry=job.spec.name, variant=job.variant, tag=job.tag, result=result_of(outcome),
+            platform=job.platform,
             versions=job.spec.versions(),
             build_seconds=None if outcome.seconds is None else round(outcome.seconds, 1),
             error=failure_message(job, outcome, logs) if outcome.error and not outcome.cancelled else None,
@@ -153,7 +143,7 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
             info = engine.image_info(job.tag)
             record.image_id, record.size_bytes, record.layers = info["id"], info["size"], info["layers"]
             if job.spec.flavor != "ngc":  # an NGC image's floor is the whole NGC base: nothing to measure against
-                record.floor_bytes = meter.floor(job.tag, options.inputs.base_image or job.spec.base_image,
+                record.floor_bytes = meter.floor(job.tag, options.inputs.base_for(job.platform) or job.spec.base_image,
                                                  image_id=record.image_id)
         report.images.append(record)
     sizes = {r.image: r.size_bytes for r in report.images}

@@ -63,6 +63,16 @@ class TorchBuild:
     unconfirmed: tuple[str, ...]
     python: tuple[str, ...] = ()  # the Python versions this build has wheels for, as the indexes list them
     platforms: tuple[str, ...] = ()  # x86_64, aarch64; () where no index was read for the build
+    # machine -> the GPU generations its wheel for that machine has kernels for, where they differ from `archs` (the
+    # x86_64 wheel's): aarch64 builds leave out some older generations and add others
+    machine_archs: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def archs_on(self, machine: str) -> tuple[str, ...]:
+        """The GPU generations claimed for the wheel of `machine`: () where the data records none for it."""
+        recorded = dict(self.machine_archs).get(machine)
+        if recorded is not None:
+            return recorded
+        return self.archs if machine == UNLISTED_PLATFORM else ()
 
     def has_wheel(self, python: str, platform: str) -> bool | None:
         """Whether the indexes list a wheel of this build for `python` on `platform`; None where none was read."""
@@ -274,6 +284,7 @@ def _torch(row: dict[str, Any]) -> TorchRelease:
             unconfirmed=tuple(b.get("unconfirmed", ())),
             python=tuple((b.get("wheels") or {}).get("python") or ()),
             platforms=tuple((b.get("wheels") or {}).get("platforms") or ()),
+            machine_archs=tuple((machine, tuple(archs)) for machine, archs in (b.get("archs_by_machine") or {}).items()),
         )
         for b in row["builds"]
     )

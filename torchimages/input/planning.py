@@ -36,7 +36,8 @@ def load(path: Path, *, max_images: int = matrix_stage.MAX_IMAGES, release: str 
 
 def check_tag_lengths(plan: Plan, prefix: str, option: str) -> None:
     """Docker's 128 characters hold for the whole image tag, PREFIX-IMAGE, not for the release alone."""
-    longest = max((image_tag(prefix, name) for spec in plan.specs for name in spec.image_names()), key=len, default="")
+    longest = max((image_tag(prefix, built.image) for spec in plan.specs for built in spec.platform_images()), key=len,
+                  default="")
     if len(longest) > MAX_TAG:
         raise UserError(f"{option} {prefix[:40]!r}...: the image tag {longest[:60]}... would be {len(longest)} characters; "
                         f"Docker's limit is {MAX_TAG} for the release, '-' and the image name together: shorten it")

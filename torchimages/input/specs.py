@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..errors import Problem, UserError
 from . import compat, grammar
 from .compat import CompatData, TorchRelease, matches
-from .matrix import DEFAULT_PLATFORM, DEFAULT_PLATFORMS, PLATFORMS, Entry, Matrix, beyond_default
+from .matrix import DEFAULT_PLATFORM, DEFAULT_PLATFORMS, PLATFORMS, Entry, Matrix, architecture, beyond_default
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
 # Docker's tag grammar; the release is the first part of every image tag (RELEASE-NAME[-VARIANT]).
@@ -28,6 +28,18 @@ def release_problem(release: str) -> str | None:
 REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+$")
 TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
 DOMAIN_LIBS = ("torchvision", "torchaudio")
+
+
+@dataclass(frozen=True)
+class PlatformImage:
+    """One image as built: a variant of an entry for one platform. `image` names it in jobs, tags, reports and
+    manifests; `name` is the image across its platforms, whose release tag is an image index when there are several
+    (ImageSpec.indexed)."""
+
+    variant: str
+    platform: str
+    image: str  # NAME[-VARIANT], or NAME[-VARIANT]-ARCH for an indexed entry
+    name: str  # NAME[-VARIANT]
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,8 @@ class ImageSpec:
     pip: tuple[str, ...] = ()
     min_driver: str | None = None
     min_driver_compat: str | None = None
-    archs: tuple[str, ...] = ()
+    archs: tuple[str, ...] = ()  # the GPU generations claimed for the default platform's wheel
+    platform_archs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # for each other platform: its wheel's
     size_growth_reason: str | None = None  # why its images may grow past --max-growth (the size budget)
     platforms: tuple[str, ...] = DEFAULT_PLATFORMS  # linux/amd64, linux/arm64: each proven to have its wheels
     warnings: tuple[str, ...] = field(default=(), compare=False)
@@ -69,6 +82,25 @@ class ImageSpec:
     def images(self) -> tuple[tuple[str, str], ...]:
         """(variant, image name) for the base image and each variant, base first."""
         return tuple((variant, self.image_name(variant)) for variant in ("base", *self.variants))
+
+    def archs_for(self, platform: str) -> tuple[str, ...]:
+        """The GPU generations claimed for the image of `platform`: what its suite checks the kernels against."""
+        return self.archs if platform == DEFAULT_PLATFORM else dict(self.platform_archs).get(platform, ())
+
+    @property
+    def indexed(self) -> bool:
+        """Whether its release tags are image indexes over platforms: every entry but one built for the default
+        platform alone, whose images and tags stay as they always were."""
+        return self.platforms != DEFAULT_PLATFORMS
+
+    def platform_image(self, variant: str, platform: str) -> PlatformImage:
+        name = self.image_name(variant)
+        return PlatformImage(variant, platform, f"{name}-{architecture(platform)}" if self.indexed else name, name)
+
+    def platform_images(self) -> tuple[PlatformImage, ...]:
+        """Every image built of this entry: platform by platform, the base first, then each variant."""
+        return tuple(self.platform_image(variant, platform) for platform in self.platforms
+                     for variant in ("base", *self.variants))
 
     def versions(self) -> dict[str, str | None]:
         """The declared versions: what the report, image.json, the matrix listing and the smoke suite read."""
@@ -142,7 +174,8 @@ def _duplicates(matrix: Matrix, specs: list[ImageSpec]) -> list[Problem]:
     seen: dict[str, ImageSpec] = {}
     problems = []
     for spec in specs:
-        for image in spec.image_names():
+        names = {*spec.image_names(), *(built.image for built in spec.platform_images())}
+        for image in sorted(names):
             first = seen.setdefault(image, spec)
             if first is not spec:
                 problems.append(Problem(matrix.file, spec.line, spec.origin, "name",
@@ -222,7 +255,7 @@ class _EntryResolver:
             "base_image": base_image,
             "min_driver": self.data.min_driver(cuda_image or build.cuda),
             "min_driver_compat": self.data.family_min_driver(build.cuda),
-            "archs": build.archs, **self._pip(release),
+            "archs": build.archs, "platform_archs": self._platform_archs(release, build), **self._pip(release),
         }
 
     def _cpu(self) -> dict | None:
@@ -328,6 +361,16 @@ class _EntryResolver:
                 if build.has_wheel(python, machine) is None else ""
             self.fail("platforms", f"torch {release.version} {build.variant} has no wheel for Python {python} on "
                                    f"{platform}{unread}; platforms with one: {', '.join(having) or 'none'}")
+
+    def _platform_archs(self, release: TorchRelease, build: compat.TorchBuild) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """The GPU generations of each other platform's wheel; where the data records none, the suite can check none,
+        and validate says so."""
+        found = tuple((platform, build.archs_on(PLATFORMS[platform])) for platform in beyond_default(self.platforms()))
+        for platform, archs in found:
+            if not archs:
+                self.warnings.append(f"the GPU generations of torch {release.version} {build.variant} on {platform} are "
+                                     "not recorded in the compat data (archs_by_machine): its suite checks none")
+        return found
 
     def _nearest(self, release: TorchRelease, build: compat.TorchBuild, python: str, platform: str) -> str:
         """Up to three installable combinations closest to the entry: other Pythons of the same build, the same Python

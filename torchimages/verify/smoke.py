@@ -26,6 +26,7 @@ from xml.etree import ElementTree
 
 from ..containers import Containers, free_port
 from ..engine import ENGINE_ERRORS, Engine
+from ..input.matrix import DEFAULT_PLATFORM
 from ..input.specs import ImageSpec
 from ..report import SmokeStage
 from ..settings import SETTINGS
@@ -146,17 +147,19 @@ class Target:
     flavor: str
     expected: dict[str, Any]
     entry: str = ""  # the matrix entry (the base image's name); "" for images tested outside a matrix
+    platform: str = DEFAULT_PLATFORM
 
     @classmethod
-    def of(cls, spec: ImageSpec, variant: str, tag: str) -> Target:
-        """The image of `spec`'s `variant` built as `tag`, checked against what the matrix declares."""
-        return cls(image=spec.image_name(variant), tag=tag, variant=variant, flavor=spec.flavor,
-                   expected=expected_of(spec), entry=spec.name)
+    def of(cls, spec: ImageSpec, variant: str, tag: str, platform: str = DEFAULT_PLATFORM) -> Target:
+        """The image of `spec`'s `variant` for `platform` built as `tag`, checked against what the matrix declares."""
+        return cls(image=spec.platform_image(variant, platform).image, tag=tag, variant=variant, flavor=spec.flavor,
+                   expected=expected_of(spec, platform), entry=spec.name, platform=platform)
 
 
-def expected_of(spec: ImageSpec) -> dict[str, Any]:
-    """What the suite checks an image of `spec` against: its declared versions and the GPU generations claimed."""
-    return {**spec.versions(), "archs": list(spec.archs)}
+def expected_of(spec: ImageSpec, platform: str = DEFAULT_PLATFORM) -> dict[str, Any]:
+    """What the suite checks an image of `spec` for `platform` against: its declared versions, the GPU generations
+    claimed for that platform's wheel, and the platform."""
+    return {**spec.versions(), "archs": list(spec.archs_for(platform)), "platform": platform}
 
 
 class SmokeRunner:
@@ -204,6 +207,8 @@ class SmokeRunner:
             "image": target.tag, "variant": target.variant, "flavor": target.flavor, "expected": target.expected,
             "labels": config.get("Labels") or {}, "user": config.get("User") or "",
             "label_prefix": self.label_prefix, "require_gpu": self.require_gpu, "probes": PROBES_IN_CONTAINER,
+            # an image of another platform than the engine's runs under its emulator (scripts/setup-emulation.sh)
+            "emulated": target.expected.get("platform", DEFAULT_PLATFORM) != self.engine.platform(),
             "jupyter": None, "ssh": None,
         }
         if target.variant == "jupyter":
