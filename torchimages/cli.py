@@ -99,9 +99,10 @@ def push(matrix_path: Path, release: str, report: Path | None, plain: bool, logs
     """Push the images of a run's report whose smoke suite passed; write the release manifest."""
     from . import release as release_stages
 
-    options = push_options_from(load_plan(matrix_path, quiet=True), values, release)
+    plan = load_plan(matrix_path, quiet=True)
+    options = push_options_from(plan, values, release)
     sys.exit(release_stages.push_tested(release, Workspace.report(release, report), options, plain=plain,
-                                        logs=Workspace.logs(release, logs)))
+                                        logs=Workspace.logs(release, logs), indexed=plan.indexed_images()))
 
 
 @main.command()

@@ -19,14 +19,15 @@ from pathlib import Path
 from .checkedjson import Fields, contained, digest_problem, load, relative_path_problem, sha256_problem
 from .errors import UserError, visible
 from .input import grammar
-from .input.matrix import PLATFORMS, VARIANTS, architecture
+from .input.matrix import DEFAULT_PLATFORM, PLATFORMS, VARIANTS, architecture
 from .input.specs import NAME, REGISTRY, Release, image_tag, release_problem
 
 MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
 IMAGE_FIELDS = ("image", "variant", "tag", "release_tag", "reference", "digest", "size_bytes", "layers", "versions",
-                "content_digest", "smoke", "sbom")
-TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images")
+                "content_digest", "smoke", "sbom", "platform")
+TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images", "indexes")
+INDEX_FIELDS = ("name", "release_tag", "reference", "digest", "platforms")
 SMOKE_FIELDS = ("passed", "failed", "skipped", "skipped_no_gpu")
 
 
@@ -38,6 +39,19 @@ def image_name_problem(value: str) -> str | None:
     if NAME.match(value) or (variant in VARIANTS and NAME.match(base)):
         return None
     return f"{visible(value)!r} is not an image name: lowercase letters, digits, '.', '_' and '-' (e.g. cu121-ssh)"
+
+
+def platform_problem(value: str) -> str | None:
+    return None if value in PLATFORMS else f"{visible(value)!r} is not a platform: {', '.join(PLATFORMS)}"
+
+
+def without_architecture(image: str, platform: str) -> str | None:
+    """The image's name across platforms: NAME[-VARIANT] without its platform's -ARCH; the name itself for an image of
+    the default platform without one; None when a platform other than the default is not in the name."""
+    suffix = f"-{architecture(platform)}"
+    if image.endswith(suffix) and len(image) > len(suffix):
+        return image.removesuffix(suffix)
+    return image if platform == DEFAULT_PLATFORM else None
 
 
 def repository_problem(value: str) -> str | None:
@@ -108,6 +122,22 @@ class ManifestImage:
     layers: int | None = None
     content_digest: str | None = None
     sbom: SbomFile | None = None
+    platform: str = DEFAULT_PLATFORM
+
+    @property
+    def name(self) -> str:
+        """The image across its platforms: what its image index is named (the manifest reader checked the suffix)."""
+        return without_architecture(self.image, self.platform) or self.image
+
+
+@dataclass(frozen=True)
+class ManifestIndex:
+    """An image index of a release: one release tag (RELEASE-NAME) for an image's platforms, each platform's manifest
+    referenced by digest; `digest` is the index's own."""
+
+    name: str
+    digest: str
+    platforms: tuple[tuple[str, str], ...]  # (platform, image) in the order the index lists them
 
 
 @dataclass(frozen=True)
@@ -117,6 +147,7 @@ class ReleaseManifest:
     images: tuple[ManifestImage, ...]
     candidate: str | None = None  # a candidates' manifest: its images are under RELEASE-CANDIDATE-IMAGE
     promoted_from: str | None = None  # a release's manifest: the candidate its tags were promoted from
+    indexes: tuple[ManifestIndex, ...] = ()  # a release's image indexes, one per image built for several platforms
 
     @property
     def pushed(self) -> Release:
@@ -148,7 +179,7 @@ class ReleaseManifest:
                 "image": item.image, "variant": item.variant, "tag": f"{self.repository}:{self.pushed_tag(item.image)}",
                 "release_tag": f"{self.repository}:{self.release_tag(item.image)}", "reference": self.reference(item),
                 "digest": item.digest, "size_bytes": item.size_bytes, "layers": item.layers, "versions": item.versions,
-                "content_digest": item.content_digest, "smoke": vars(item.smoke)}
+                "content_digest": item.content_digest, "smoke": vars(item.smoke), "platform": item.platform}
             if item.sbom:
                 entry["sbom"] = {"path": sbom_paths[item.image], "sha256": item.sbom.sha256,
                                  "packages": item.sbom.packages}
@@ -157,6 +188,10 @@ class ReleaseManifest:
                                    "images": images}
         if self.promoted_from:
             data["promoted_from"] = self.promoted_from
+        if self.indexes:
+            data["indexes"] = [{"name": index.name, "release_tag": f"{self.repository}:{self.release_tag(index.name)}",
+                                "reference": f"{self.repository}@{index.digest}", "digest": index.digest,
+                                "platforms": dict(index.platforms)} for index in self.indexes]
         return data
 
 
@@ -175,14 +210,46 @@ def read(path: Path) -> ReleaseManifest:
     names = [item.image for item in images]
     if len(set(names)) != len(names):
         top.refuse("images", f"names {next(n for n in names if names.count(n) > 1)!r} twice; each image once")
-    return replace(manifest, images=tuple(images))
+    indexes = [read_index(Fields(str(path), data, where, allowed=INDEX_FIELDS), manifest, images)
+               for where, data in top.objects("indexes")] if top.value("indexes", optional=True) is not None else []
+    if indexes and manifest.candidate:
+        top.refuse("indexes", "a candidates' manifest holds no image index: promote writes them")
+    return replace(manifest, images=tuple(images), indexes=tuple(indexes))
+
+
+def read_index(fields: Fields, manifest: ReleaseManifest, images: list[ManifestImage]) -> ManifestIndex:
+    """An image index: named like an image, its digest, and its platforms' images, each in the manifest's images under
+    that platform and name."""
+    name = fields.required_text("name", image_name_problem)
+    fields.where = f"{fields.where} ({name})"
+    digest = fields.required_text("digest", digest_problem)
+    derived = {"release_tag": f"{manifest.repository}:{manifest.release_tag(name)}",
+               "reference": f"{manifest.repository}@{digest}"}
+    for key, expected in derived.items():
+        given = fields.text(key, optional=True)
+        if given is not None and given != expected:
+            fields.refuse(key, f"{visible(given)!r} is not what release, repository and name make: {expected}")
+    platforms = fields.table("platforms", platform_problem, lambda value: None if isinstance(value, str) else
+                             "must be an image name", optional=False)
+    listed = {(item.platform, item.image) for item in images}
+    for platform, image in platforms.items():
+        if (platform, image) not in listed or without_architecture(str(image), platform) != name:
+            fields.refuse("platforms", f"{visible(str(image))!r} for {platform} is not an image of {name} for that "
+                                       "platform in this manifest")
+    if not platforms:
+        fields.refuse("platforms", "lists no platform")
+    return ManifestIndex(name=name, digest=digest, platforms=tuple((p, str(i)) for p, i in platforms.items()))
 
 
 def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> ManifestImage:
     name = fields.required_text("image", image_name_problem)
     fields.where = f"{fields.where} ({name})"
+    platform = fields.text("platform", platform_problem, optional=True) or DEFAULT_PLATFORM
+    across = without_architecture(name, platform)
+    if across is None:
+        fields.refuse("image", f"an image of {platform} is named NAME[-VARIANT]-{architecture(platform)}")
     variant = fields.required_text("variant")
-    if variant not in ("base", *VARIANTS) or not (variant == "base" or name.endswith(f"-{variant}")):
+    if variant not in ("base", *VARIANTS) or not (variant == "base" or across.endswith(f"-{variant}")):
         fields.refuse("variant", f"{visible(variant)!r} is not this image's variant: base, or the name's suffix "
                                  f"({', '.join(VARIANTS)})")
     if len(manifest.pushed_tag(name)) > MAX_TAG:
@@ -204,7 +271,7 @@ def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> Manif
         smoke=SmokeCounts(*(smoke.required_count(key) for key in SMOKE_FIELDS)),
         size_bytes=fields.count("size_bytes", optional=True), layers=fields.count("layers", optional=True),
         content_digest=fields.text("content_digest", digest_problem, optional=True),
-        sbom=read_sbom(fields, folder))
+        sbom=read_sbom(fields, folder), platform=platform)
 
 
 def read_sbom(fields: Fields, folder: Path) -> SbomFile | None:
@@ -266,10 +333,17 @@ def write(manifest: ReleaseManifest, path: Path) -> tuple[Path, Path]:
 
 def markdown_table(manifest: ReleaseManifest) -> str:
     """Every value in it passed the reader's grammar (names, digests, versions): nothing to escape."""
-    lines = [f"# Release {manifest.release}", "", "| image | pin | torch | cuda | cudnn | python | smoke |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [f"# Release {manifest.release}", ""]
+    if manifest.indexes:
+        lines += ["Images for several platforms: one pin for all of them (an image index; docker pulls the host's).", "",
+                  "| image | pin | platforms |", "|---|---|---|"]
+        lines += [f"| {index.name} | `{manifest.repository}@{index.digest}` | "
+                  f"{', '.join(platform for platform, _image in index.platforms)} |" for index in manifest.indexes]
+        lines += ["", "Each platform's image:", ""]
+    lines += ["| image | platform | pin | torch | cuda | cudnn | python | smoke |", "|---|---|---|---|---|---|---|---|"]
     for item in manifest.images:
         v, s = item.versions, item.smoke
-        lines.append(f"| {item.image} | `{manifest.reference(item)}` | {v.get('torch')} | {v.get('cuda') or '-'} | "
-                     f"{v.get('cudnn') or '-'} | {v.get('python')} | {s.passed} passed, {s.skipped_no_gpu} GPU skipped |")
+        lines.append(f"| {item.image} | {item.platform} | `{manifest.reference(item)}` | {v.get('torch')} | "
+                     f"{v.get('cuda') or '-'} | {v.get('cudnn') or '-'} | {v.get('python')} | "
+                     f"{s.passed} passed, {s.skipped_no_gpu} GPU skipped |")
     return "\n".join(lines) + "\n"

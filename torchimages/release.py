@@ -49,7 +49,7 @@ def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_
     if push:
         with shown(options.plain, options.logs_dir) as (emit, _):
             pushed, written_manifest = push_report(engine, report, push, emit, credentials,
-                                                   report_path=options.report_path)
+                                                   report_path=options.report_path, indexed=plan.indexed_images())
         err.print(written_manifest)
     return finish(report, options.report_path, failed=not pushed)
 
@@ -155,8 +155,10 @@ def test_built(plan: Plan, release: str, jobs: list[BuildJob], report_path: Path
     return finish(results_report, report_path)
 
 
-def push_tested(release: str, report_path: Path, options: PushOptions, *, plain: bool, logs: Path) -> int:
-    """`push`: the images of a run's report whose suite passed, under this release's tags; the manifest written."""
+def push_tested(release: str, report_path: Path, options: PushOptions, *, plain: bool, logs: Path,
+                indexed: dict[str, list[tuple[str, str]]] | None = None) -> int:
+    """`push`: the images of a run's report whose suite passed, under this release's tags; the manifest written (and,
+    without a candidate, the image index of each image of `indexed` whose every platform is in the report)."""
     if not report_path.exists():
         raise UserError(f"no report at {report_path}: run build and test first, or pass --report")
     run_report = Report.load(report_path)
@@ -165,7 +167,8 @@ def push_tested(release: str, report_path: Path, options: PushOptions, *, plain:
                         f"{run_report.release}, or give --report the report of {release}")
     credentials = options.credentials()
     with shown(plain, logs) as (emit, _):
-        ok, written = push_report(Engine(), run_report, options, emit, credentials, report_path=report_path)
+        ok, written = push_report(Engine(), run_report, options, emit, credentials, report_path=report_path,
+                                  indexed=indexed)
     err.print(written)
     run_report.write(report_path)
     return 0 if ok else 1

@@ -40,3 +40,22 @@ def pushed_record(**changes: object) -> ImageRecord:
               "result": "built", "versions": {"torch": "2.13.0", "python": "3.11"}, "image_id": digest("id"),
               "smoke": smoke, "push": PushStage(f"{REPOSITORY}:v2.7-{CPU}", digest=digest(0))}
     return ImageRecord(**{**values, **changes})
+
+
+CU130 = "torch2.14.0-cu130-cudnn9.24-py3.11"
+PLATFORM_IMAGES = ((f"{CU130}-amd64", "linux/amd64", "base"), (f"{CU130}-arm64", "linux/arm64", "base"),
+                   (f"{CU130}-ssh-amd64", "linux/amd64", "ssh"), (f"{CU130}-ssh-arm64", "linux/arm64", "ssh"))
+
+
+def two_platform_release(index_digests: tuple[str, str] = (digest("i0"), digest("i1"))) -> dict:
+    """A release manifest as promote writes it for an entry of two platforms: each platform's images, and an image
+    index per image name over them."""
+    images = [{"image": name, "variant": variant, "platform": platform, "digest": digest(f"p{n}"),
+               "versions": {"torch": "2.14.0", "cuda": "13.0", "python": "3.11"},
+               "smoke": {"passed": 20, "failed": 0, "skipped": 10, "skipped_no_gpu": 8}}
+              for n, (name, platform, variant) in enumerate(PLATFORM_IMAGES)]
+    indexes = [{"name": name, "digest": index_digest, "release_tag": f"{REPOSITORY}:v2.7-{name}",
+                "platforms": {"linux/amd64": f"{name}-amd64", "linux/arm64": f"{name}-arm64"}}
+               for name, index_digest in zip((CU130, f"{CU130}-ssh"), index_digests, strict=True)]
+    return {"release": "v2.7", "candidate": None, "promoted_from": "rc.1", "repository": REPOSITORY, "images": images,
+            "indexes": indexes}

@@ -23,7 +23,7 @@ from torchimages.input import lock, matrix, specs
 from torchimages.report import ImageRecord, PushStage, Report, SbomStage
 
 from .conftest import ROOT, build_py, digest
-from .release_files import CPU, IMAGES, REPOSITORY, SBOM, candidates, pushed_record
+from .release_files import CPU, CU130, IMAGES, REPOSITORY, SBOM, candidates, pushed_record, two_platform_release
 
 
 def first(data: dict) -> dict:
@@ -85,6 +85,48 @@ def test_a_hostile_manifest_is_refused_naming_the_field(tmp_path: Path, change: 
         manifest.read(path)
     message = str(caught.value)
     assert words in message and message.startswith(str(path)) and "\n" not in message, message
+
+
+# An entry of two platforms: each image names its platform, and each image index only images of its name for theirs.
+PLATFORM_HOSTILE: list[tuple[str, Callable[[dict], None], str]] = [
+    ("unknown platform", set_in(("images", 1, "platform"), "linux/riscv64"),
+     "field 'platform': 'linux/riscv64' is not a platform: linux/amd64, linux/arm64"),
+    ("arm64 image without its suffix", set_in(("images", 1, "image"), CU130),
+     "field 'image': an image of linux/arm64 is named NAME[-VARIANT]-arm64"),
+    ("arm64 image said to be amd64", set_in(("images", 1, "platform"), "linux/amd64"),
+     f"'{CU130}-arm64' for linux/arm64 is not an image of {CU130} for that platform"),
+    ("index member of another platform", set_in(("indexes", 0, "platforms", "linux/arm64"), f"{CU130}-amd64"),
+     f"'{CU130}-amd64' for linux/arm64 is not an image of {CU130} for that platform"),
+    ("index member not in the release", set_in(("indexes", 0, "platforms", "linux/arm64"), f"{CU130}-ssh-arm64"),
+     f"'{CU130}-ssh-arm64' for linux/arm64 is not an image of {CU130} for that platform"),
+    ("index of an unknown platform", set_in(("indexes", 0, "platforms", "linux/riscv64"), f"{CU130}-arm64"),
+     "'linux/riscv64' is not a platform"),
+    ("index without platforms", set_in(("indexes", 0, "platforms"), {}), "field 'platforms': lists no platform"),
+    ("index release tag elsewhere", set_in(("indexes", 0, "release_tag"), f"{REPOSITORY}:latest"),
+     "field 'release_tag': '127.0.0.1:9/ml/pt:latest' is not what release, repository and name make"),
+    ("index digest short", set_in(("indexes", 1, "digest"), "sha256:1"), "field 'digest'"),
+    ("index in a candidates' manifest", set_in(("candidate",), "rc.2"),
+     "field 'indexes': a candidates' manifest holds no image index"),
+]
+
+
+@pytest.mark.parametrize(("change", "words"), [case[1:] for case in PLATFORM_HOSTILE],
+                         ids=[case[0] for case in PLATFORM_HOSTILE])
+def test_a_manifest_of_platforms_and_indexes_is_checked_image_by_image(tmp_path: Path, change: Callable[[dict], None],
+                                                                       words: str) -> None:
+    data = two_platform_release()
+    path = tmp_path / "v2.7.json"
+    path.write_text(json.dumps(data))
+    read = manifest.read(path)  # the file as promote writes it is read
+    assert [(i.name, i.platform) for i in read.images][:2] == [(CU130, "linux/amd64"), (CU130, "linux/arm64")]
+    assert (read.indexes[0].name, read.indexes[0].platforms) == (
+        CU130, (("linux/amd64", f"{CU130}-amd64"), ("linux/arm64", f"{CU130}-arm64")))
+    change(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(UserError) as caught:
+        manifest.read(path)
+    message = str(caught.value)
+    assert words in message and "\n" not in message, message
 
 
 def test_the_manifest_written_is_the_manifest_read(tmp_path: Path) -> None:

@@ -127,7 +127,9 @@ def test_push_ends_name_what_happened() -> None:
 def test_the_rules_that_keep_an_image_from_the_registry() -> None:
     passed = ImageRecord("img", "entry", "base", "t", "built", {}, smoke=SmokeStage(1, 0, 0, 0, 1.0, 0, {}, None))
     assert publish.not_pushed_because(passed, set()) is None
-    assert publish.not_pushed_because(passed, {"entry"}) == "its base entry was not pushed"
+    assert publish.not_pushed_because(passed, {("entry", "linux/amd64")}) == "its base entry (linux/amd64) was not pushed"
+    arm64 = replace(passed, platform="linux/arm64")  # a base not pushed for one platform keeps only that platform's
+    assert publish.not_pushed_because(arm64, {("entry", "linux/amd64")}) is None
     failed = replace(passed, smoke=SmokeStage(0, 1, 0, 0, 1.0, 0, {}, None))
     assert publish.not_pushed_because(failed, set()) == "its smoke suite did not pass in this run"
     over = replace(passed, over_budget="grew 9% over v1")

@@ -123,6 +123,13 @@ class Plan:
     def tag(self, release: str, image_name: str) -> str:
         return f"{self.registry}:{image_tag(release, image_name)}"
 
+    def indexed_images(self) -> dict[str, list[tuple[str, str]]]:
+        """The images built for several platforms (or one besides the default): name -> [(platform, image)], in the
+        entry's platform order. Each one's release tag is an image index over them."""
+        return {spec.image_name(variant): [(platform, spec.platform_image(variant, platform).image)
+                                           for platform in spec.platforms]
+                for spec in self.specs if spec.indexed for variant in ("base", *spec.variants)}
+
 
 def image_tag(release: str, image_name: str) -> str:
     """The tag of an image in a release (RELEASE-NAME[-VARIANT]): built from the two, never parsed back."""

@@ -10,8 +10,9 @@ that dies) is finished by running promote again: tags already at their digest ar
 from __future__ import annotations
 
 import hashlib
+import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -19,10 +20,13 @@ import requests
 
 from ..errors import UserError
 from ..events import EventSink, StageEvent
-from ..manifest import ReleaseManifest
+from ..input.matrix import architecture
+from ..manifest import ManifestIndex, ReleaseManifest
 from ..registry import RegistryClient, split_reference
 
 T = TypeVar("T")
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
+VARIANTS = {"arm64": "v8"}  # the OCI image index's platform variant for each architecture that has one
 
 
 class PromotionRefused(Exception):
@@ -38,6 +42,47 @@ class Promotion:
     tag: str  # the release tag alone: what the manifest PUT names
     state: str = "pending"  # pending, unchanged (already there), promoted, failed
     error: str | None = None
+
+
+@dataclass
+class IndexPromotion:
+    """The release tag of an image built for several platforms (RELEASE-NAME): an OCI image index whose entries are the
+    platforms' candidate manifests, by digest. `body` and `digest` are made from what the registry holds (prepare)."""
+
+    name: str
+    release_tag: str  # repository:tag
+    tag: str
+    members: tuple[tuple[str, str, str], ...]  # (platform, image, the image's manifest digest)
+    body: bytes = b""
+    digest: str = ""
+    state: str = "pending"  # pending, unchanged, promoted, failed
+    error: str | None = None
+
+
+def index_plan(candidates: ReleaseManifest, indexed: dict[str, list[tuple[str, str]]]) -> list[IndexPromotion]:
+    """One index per image name that the matrix builds for several platforms (name -> [(platform, image)]); every
+    member is in the candidates' manifest, as plan() checked."""
+    images = candidates.by_name()
+    repository = candidates.repository
+    return [IndexPromotion(name, f"{repository}:{candidates.release_tag(name)}", candidates.release_tag(name),
+                           tuple((platform, image, images[image].digest) for platform, image in members))
+            for name, members in indexed.items()]
+
+
+def index_body(members: list[tuple[str, str, int, str]]) -> bytes:
+    """The OCI image index of (platform, media type, size, digest) entries, in their order; the same members always
+    make the same bytes, so a promotion run again finds its index in place."""
+    manifests = [{"mediaType": media_type, "digest": digest, "size": size, "platform": oci_platform(platform)}
+                 for platform, media_type, size, digest in members]
+    index = {"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": manifests}
+    return json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
+
+
+def oci_platform(platform: str) -> dict[str, str]:
+    """linux/arm64 -> {"architecture": "arm64", "os": "linux", "variant": "v8"}."""
+    arch = architecture(platform)
+    found = {"architecture": arch, "os": platform.partition("/")[0]}
+    return {**found, "variant": VARIANTS[arch]} if arch in VARIANTS else found
 
 
 def plan(candidates: ReleaseManifest, expected: list[str]) -> list[Promotion]:
@@ -63,10 +108,28 @@ class Promoter:
         self.registry, self.name = registry, split_reference(repository)[1]
         self.emit, self.force, self.retries, self.backoff = emit, force, retries, backoff
 
-    def check(self, promotions: list[Promotion]) -> None:
-        """Before any PUT: a release tag that points at another image refuses the whole release (unless --force)."""
+    def prepare(self, indexes: list[IndexPromotion]) -> None:
+        """Each index's bytes, from its members' manifests as the registry holds them (media type, size), each checked
+        against its digest: made before any PUT, so check() can compare them with what the tags hold."""
+        for index in indexes:
+            members = []
+            for platform, image, digest in index.members:
+                try:
+                    body, media_type = self._retrying(f"reading {image}", lambda d=digest: self.registry.manifest(self.name, d))
+                except requests.RequestException as exc:
+                    raise PromotionRefused(f"{exc}; no release tag was written") from None
+                if f"sha256:{hashlib.sha256(body).hexdigest()}" != digest:
+                    raise PromotionRefused(f"the registry answered {image}'s digest {digest} with another manifest; no "
+                                           "release tag was written")
+                members.append((platform, media_type.split(";")[0].strip(), len(body), digest))
+            index.body = index_body(members)
+            index.digest = f"sha256:{hashlib.sha256(index.body).hexdigest()}"
+
+    def check(self, promotions: list[Promotion], indexes: Sequence[IndexPromotion] = ()) -> None:
+        """Before any PUT: a release tag that points at another image (or index) refuses the whole release (unless
+        --force)."""
         conflicts = []
-        for promotion in promotions:
+        for promotion in [*promotions, *indexes]:
             try:
                 current = self._retrying(f"reading {promotion.release_tag}",
                                          lambda p=promotion: self.registry.digest(self.name, p.tag))
@@ -79,6 +142,25 @@ class Promoter:
         if conflicts:
             raise PromotionRefused(f"release tags are immutable: {'; '.join(conflicts[:3])}; no release tag was written "
                                    "(--force moves them)")
+
+    def promote_indexes(self, indexes: list[IndexPromotion]) -> None:
+        """Each index PUT under its release tag, after every image of the release was promoted."""
+        for index in indexes:
+            if index.state == "unchanged":
+                self.emit(StageEvent(index.name, "unchanged", f"{index.release_tag}@{index.digest}", stage="promote"))
+                continue
+            self.emit(StageEvent(index.name, "started", f"{index.release_tag} (image index)", stage="promote"))
+            try:
+                answered = self._retrying(f"writing {index.release_tag}", lambda i=index: self.registry.put_manifest(
+                    self.name, i.tag, i.body, INDEX_TYPE))
+                if answered != index.digest:
+                    raise requests.RequestException(f"the registry stored {answered}, not {index.digest}")
+                index.state = "promoted"
+            except requests.RequestException as exc:
+                index.state, index.error = "failed", str(exc)[:300]
+            platforms = ", ".join(platform for platform, _image, _digest in index.members)
+            self.emit(StageEvent(index.name, "pushed" if index.state == "promoted" else "failed",
+                                 index.error or f"{index.release_tag}@{index.digest} ({platforms})", stage="promote"))
 
     def promote(self, promotions: list[Promotion]) -> None:
         for promotion in promotions:
@@ -125,8 +207,15 @@ class Promoter:
         raise AssertionError("unreachable")
 
 
-def release_manifest(candidates: ReleaseManifest, promotions: list[Promotion]) -> ReleaseManifest:
+def release_manifest(candidates: ReleaseManifest, promotions: list[Promotion],
+                     indexes: Sequence[IndexPromotion] = (), *, keep_images: bool = False) -> ReleaseManifest:
     """The release manifest: the candidates' images that were promoted, under their release tags (the digests are
-    the same); their SBOMs are the candidates', copied beside the release manifest when it is written."""
+    the same), and the image indexes written; their SBOMs are the candidates', copied beside the release manifest
+    when it is written. `keep_images`: a release pushed as itself, whose images are already under their tags."""
+    written = tuple(ManifestIndex(index.name, index.digest, tuple((platform, image) for platform, image, _ in index.members))
+                    for index in indexes)
+    if keep_images:
+        return replace(candidates, indexes=written)
     promoted = {p.image for p in promotions}
-    return replace(candidates.promoted(), images=tuple(i for i in candidates.images if i.image in promoted))
+    return replace(candidates.promoted(), images=tuple(i for i in candidates.images if i.image in promoted),
+                   indexes=written)

@@ -38,21 +38,28 @@ def run(plan: Plan, candidates: manifest.ReleaseManifest, release_path: Path, op
     incomplete)."""
     release = candidates.release
     registry = registry_client(split_reference(options.repository)[0], options.credentials(), options.registry_ca)
-    expected = [name for spec in plan.specs for name in spec.image_names()]
+    expected = [built.image for spec in plan.specs for built in spec.platform_images()]
     try:
         promotions = promotion.plan(candidates, expected)
+        indexes = promotion.index_plan(candidates, plan.indexed_images())
         promoter = promotion.Promoter(registry, options.repository, emit, force=options.force)
-        promoter.check(promotions)
+        promoter.prepare(indexes)
+        promoter.check(promotions, indexes)
         promoter.promote(promotions)
+        if not any(p.state == "failed" for p in promotions):  # an index only over images that are all in place
+            promoter.promote_indexes(indexes)
     except promotion.PromotionRefused as refused:
         err.print(f"[bold red]not promoted[/]: {escape(visible(str(refused)))}", markup=True)
         return 1
-    failed = [p for p in promotions if p.state == "failed"]
+    failed = [p for p in [*promotions, *indexes] if p.state not in ("unchanged", "promoted")]
     if failed:
-        err.print(f"[bold red]promotion incomplete[/]: {len(failed)} of {len(promotions)} release tags not written "
-                  f"({escape(visible(failed[0].error or ''))}); run the same command again to finish", markup=True)
+        first = next((p.error for p in failed if p.error), "")
+        err.print(f"[bold red]promotion incomplete[/]: {len(failed)} of {len(promotions) + len(indexes)} release tags "
+                  f"not written ({escape(visible(first or ''))}); run the same command again to finish", markup=True)
         return 1
-    json_path, markdown_path = manifest.write(promotion.release_manifest(candidates, promotions), release_path)
-    out.print(f"promoted {len(promotions)} images of {release} from {candidates.candidate}; release manifest: "
+    json_path, markdown_path = manifest.write(promotion.release_manifest(candidates, promotions, indexes), release_path)
+    also = f" and {len(indexes)} image indexes" if indexes else ""
+    out.print(f"promoted {len(promotions)} images{also} of {release} from {candidates.candidate}; release manifest: "
               f"{json_path} ({markdown_path.name})")
     return 0
+

@@ -79,7 +79,7 @@ class Publisher:
         if report.release != self.release.tag:  # its images would go under another release's tags
             raise UserError(f"the report is of release {report.release}, not {self.release.tag}")
         outcomes: list[PushOutcome] = []
-        failed_entries: set[str] = set()
+        failed_entries: set[tuple[str, str]] = set()  # (entry, platform) whose base was not pushed
         for record in report.images:
             self.emit(StageEvent(record.image, "queued", stage="push"))
         for record in report.images:
@@ -92,7 +92,7 @@ class Publisher:
                 outcome = self._publish_one(record, tag)
             outcome.candidate = self.release.candidate
             if outcome.error and record.variant == "base":
-                failed_entries.add(record.entry)
+                failed_entries.add((record.entry, record.platform))
             record.push = outcome.stage()
             outcomes.append(outcome)
             self.emit(StageEvent(record.image, end_of(outcome), outcome.error or f"{outcome.reference}@{outcome.digest}",
@@ -172,14 +172,15 @@ class Publisher:
         return digest, size
 
 
-def not_pushed_because(record: ImageRecord, failed_entries: set[str]) -> str | None:
-    """Why the rules keep an image from the registry: its suite failed, it is over budget, its base was not pushed."""
+def not_pushed_because(record: ImageRecord, failed_entries: set[tuple[str, str]]) -> str | None:
+    """Why the rules keep an image from the registry: its suite failed, it is over budget, its base (of its platform)
+    was not pushed."""
     if not record.smoke_passed:
         return "its smoke suite did not pass in this run"
     if not record.releasable:
         return f"over its size budget: {record.over_budget}"
-    if record.entry in failed_entries:
-        return f"its base {record.entry} was not pushed"
+    if (record.entry, record.platform) in failed_entries:
+        return f"its base {record.entry} ({record.platform}) was not pushed"
     return None
 
 
@@ -239,5 +240,5 @@ def manifest_image(record: ImageRecord, report: Report, made: ReleaseManifest) -
     smoke = record.smoke
     return ManifestImage(image=record.image, variant=record.variant, digest=record.push.digest,
                          versions=record.versions, size_bytes=record.size_bytes, layers=record.layers,
-                         content_digest=record.content_digest, sbom=sbom,
+                         content_digest=record.content_digest, sbom=sbom, platform=record.platform,
                          smoke=SmokeCounts(smoke.passed, smoke.failed, smoke.skipped, smoke.skipped_no_gpu))

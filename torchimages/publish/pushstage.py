@@ -17,6 +17,7 @@ from ..input.specs import REGISTRY, Release
 from ..registry import Credentials, credentials_from_docker_config
 from ..report import ImageRecord, Report
 from ..workspace import Workspace
+from . import promote as promotion
 from . import push as publish
 
 
@@ -88,9 +89,11 @@ def check_repository(repository: str) -> None:
 
 
 def push_report(engine: Engine, report: Report, options: PushOptions, emit: EventSink,
-                credentials: Credentials | None, *, report_path: Path) -> tuple[bool, str]:
+                credentials: Credentials | None, *, report_path: Path,
+                indexed: dict[str, list[tuple[str, str]]] | None = None) -> tuple[bool, str]:
     """Push what passed its smoke suite with its SBOM, and write the manifest: whether every push succeeded, and what
-    was written."""
+    was written. Pushed as the release itself (no candidate), each image of `indexed` (Plan.indexed_images) whose
+    every platform was pushed gets its release tag as an image index."""
     if options.release is None:
         raise UserError("a push needs the release it is of: --tag")
     release = options.release
@@ -103,6 +106,35 @@ def push_report(engine: Engine, report: Report, options: PushOptions, emit: Even
     report.folder = report.folder or report_path.parent
     write_sboms(report, report.sbom_folder(report_path.parent), emit)
     made = publish.manifest([report], options.repository)
+    indexes_ok = True
+    if release.candidate is None and indexed:
+        made, indexes_ok = write_indexes(made, indexed, publisher, emit)
     json_path, markdown_path = manifest.write(made, path)
-    return (all(outcome.error is None for outcome in outcomes),
-            f"release manifest: {json_path} ({markdown_path.name}): {len(made.images)} images")
+    also = f" and {len(made.indexes)} image indexes" if made.indexes else ""
+    return (indexes_ok and all(outcome.error is None for outcome in outcomes),
+            f"release manifest: {json_path} ({markdown_path.name}): {len(made.images)} images{also}")
+
+
+def write_indexes(made: manifest.ReleaseManifest, indexed: dict[str, list[tuple[str, str]]],
+                  publisher: publish.Publisher, emit: EventSink) -> tuple[manifest.ReleaseManifest, bool]:
+    """The image index of each image whose every platform this report pushed (promote's rules: each member read back
+    by digest, an index tag at another image refused unless --force); an image with some platforms only is told to go
+    through candidates and promote. The manifest with the indexes written, and whether every one was."""
+    pushed = made.by_name()
+    complete = {name: members for name, members in indexed.items() if all(image in pushed for _, image in members)}
+    for name, members in indexed.items():
+        if name not in complete and any(image in pushed for _, image in members):
+            emit(StageEvent(name, "note", "no image index: this run pushed only some of its platforms; push each "
+                                          "platform as a candidate (--candidate) and promote them", stage="push"))
+    indexes = promotion.index_plan(made, complete)
+    promoter = promotion.Promoter(publisher.registry, publisher.repository, emit, force=publisher.force)
+    try:
+        promoter.prepare(indexes)
+        promoter.check([], indexes)
+    except promotion.PromotionRefused as refused:
+        for index in indexes:
+            emit(StageEvent(index.name, "failed", str(refused), stage="push"))
+        return made, False
+    promoter.promote_indexes(indexes)
+    written = [index for index in indexes if index.state in ("promoted", "unchanged")]
+    return promotion.release_manifest(made, [], written, keep_images=True), len(written) == len(indexes)

@@ -41,6 +41,7 @@ class ManifestRegistry(AnsweringHandler):
     by_digest: ClassVar[dict[str, bytes]] = {}  # what GET .../manifests/DIGEST answers
     tags: ClassVar[dict[str, str]] = {}  # tag -> digest
     puts: ClassVar[list[tuple[str, bytes]]] = []
+    put_types: ClassVar[list[str]] = []  # the Content-Type of each PUT
 
     def do_GET(self) -> None:
         reference = self.path.rsplit("/", 1)[1]
@@ -55,6 +56,7 @@ class ManifestRegistry(AnsweringHandler):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         tag = self.path.rsplit("/", 1)[1]
         self.puts.append((tag, body))
+        self.put_types.append(self.headers["Content-Type"])
         self.tags[tag] = digest_of(body)
         self.by_digest.setdefault(digest_of(body), body)
         self.answer(201, b"", {"Docker-Content-Digest": digest_of(body)})
@@ -70,7 +72,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 @pytest.fixture
 def registry(server: tuple[str, Path]) -> Iterator[tuple[str, Path]]:
     """The server holding three candidates (pushed under their candidate tags), and no release tag."""
-    ManifestRegistry.by_digest, ManifestRegistry.tags, ManifestRegistry.puts = {}, {}, []
+    ManifestRegistry.by_digest, ManifestRegistry.tags, ManifestRegistry.puts, ManifestRegistry.put_types = {}, {}, [], []
     for n, name in enumerate(IMAGES):
         body = body_of(n)
         ManifestRegistry.by_digest[digest_of(body)] = body
@@ -169,3 +171,131 @@ def test_the_promote_command_exits_0_with_a_release_manifest_and_1_without(regis
     assert written["promoted_from"] == "rc.1" and written["candidate"] is None
     assert [i["tag"] for i in written["images"]] == [f"{host}/ml/pt:v2.7-{name}" for name in IMAGES]
     assert len(ManifestRegistry.puts) == 3
+
+
+# --- an entry of two platforms: one image index per release tag over the platforms' candidates --------------------
+
+CU130 = "torch2.14.0-cu130-cudnn9.24-py3.11"
+PLATFORMS = (("linux/amd64", f"{CU130}-amd64"), ("linux/arm64", f"{CU130}-arm64"))
+
+
+@pytest.fixture
+def two_platforms(server: tuple[str, Path]) -> Iterator[tuple[str, Path]]:
+    """The server holding an amd64 and an arm64 candidate of one image."""
+    ManifestRegistry.by_digest, ManifestRegistry.tags, ManifestRegistry.puts, ManifestRegistry.put_types = {}, {}, [], []
+    for n, (_platform, image) in enumerate(PLATFORMS, 10):
+        ManifestRegistry.by_digest[digest_of(body_of(n))] = body_of(n)
+        ManifestRegistry.tags[f"v2.7-rc.1-{image}"] = digest_of(body_of(n))
+    yield server
+
+
+def platform_candidates(host: str) -> ReleaseManifest:
+    counts = SmokeCounts(20, 0, 0, 0)
+    return ReleaseManifest("v2.7", f"{host}/ml/pt", candidate="rc.1", images=tuple(
+        ManifestImage(image, "base", digest_of(body_of(n)), {}, counts, platform=platform)
+        for n, (platform, image) in enumerate(PLATFORMS, 10)))
+
+
+def promote_with_index(host: str, ca: Path) -> tuple[list[promote.Promotion], list[promote.IndexPromotion]]:
+    made = platform_candidates(host)
+    promotions = promote.plan(made, [image for _, image in PLATFORMS])
+    indexes = promote.index_plan(made, {CU130: list(PLATFORMS)})
+    runner, _ = promoter(host, ca)
+    runner.prepare(indexes)
+    runner.check(promotions, indexes)
+    runner.promote(promotions)
+    runner.promote_indexes(indexes)
+    return promotions, indexes
+
+
+def test_the_release_tag_of_two_platforms_is_an_oci_index_of_both_candidates(two_platforms: tuple[str, Path]) -> None:
+    host, ca = two_platforms
+    promotions, [index] = promote_with_index(host, ca)
+    assert [p.state for p in promotions] == ["promoted", "promoted"] and index.state == "promoted"
+    tag, body = ManifestRegistry.puts[-1]
+    assert tag == f"v2.7-{CU130}" and ManifestRegistry.put_types[-1] == promote.INDEX_TYPE
+    written = json.loads(body)
+    assert written["mediaType"] == promote.INDEX_TYPE and written["schemaVersion"] == 2
+    assert written["manifests"] == [
+        {"mediaType": MEDIA, "digest": digest_of(body_of(10)), "size": len(body_of(10)),
+         "platform": {"architecture": "amd64", "os": "linux"}},
+        {"mediaType": MEDIA, "digest": digest_of(body_of(11)), "size": len(body_of(11)),
+         "platform": {"architecture": "arm64", "os": "linux", "variant": "v8"}}]
+    assert index.digest == digest_of(body) == ManifestRegistry.tags[f"v2.7-{CU130}"]
+    # each platform keeps a release tag of its own, beside the index
+    assert {t for t, _ in ManifestRegistry.puts[:-1]} == {f"v2.7-{image}" for _, image in PLATFORMS}
+    released = promote.release_manifest(platform_candidates(host), promotions, [index])
+    assert released.indexes[0].platforms == PLATFORMS and released.indexes[0].digest == index.digest
+
+
+def test_promoting_again_finds_the_same_index_in_place(two_platforms: tuple[str, Path]) -> None:
+    host, ca = two_platforms
+    promote_with_index(host, ca)
+    puts = len(ManifestRegistry.puts)
+    promotions, [index] = promote_with_index(host, ca)
+    assert index.state == "unchanged" and {p.state for p in promotions} == {"unchanged"}
+    assert len(ManifestRegistry.puts) == puts  # the same members make the same bytes: nothing is written again
+
+
+def test_an_index_tag_at_another_image_refuses_the_release_before_any_put(two_platforms: tuple[str, Path]) -> None:
+    host, ca = two_platforms
+    ManifestRegistry.tags[f"v2.7-{CU130}"] = digest_of(body_of(10))  # the amd64 image alone, as an older push left it
+    with pytest.raises(promote.PromotionRefused, match=rf"v2\.7-{CU130} already points at"):
+        promote_with_index(host, ca)
+    assert ManifestRegistry.puts == []
+
+
+def test_a_member_whose_bytes_are_not_its_digest_refuses_the_release(two_platforms: tuple[str, Path]) -> None:
+    host, ca = two_platforms
+    ManifestRegistry.by_digest[digest_of(body_of(11))] = body_of(99)
+    with pytest.raises(promote.PromotionRefused, match=f"{CU130}-arm64's digest"):
+        promote_with_index(host, ca)
+    assert ManifestRegistry.puts == []
+
+
+def test_the_promote_command_writes_each_index_into_the_release_manifest(two_platforms: tuple[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """The matrix says which images are built for several platforms; promote makes an index of each, and the release
+    manifest it writes names it, and is read back."""
+    from torchimages import manifest
+
+    host, ca = two_platforms
+    (tmp_path / "matrix.yaml").write_text(f"registry: {host}/ml/pt\nimages:\n  - {{flavor: cuda, torch: '2.14.0', "
+                                          "cuda: '13.0', python: '3.11', platforms: [linux/amd64, linux/arm64]}\n")
+    manifest.write(platform_candidates(host), tmp_path / "candidates.json")
+    (tmp_path / "docker").mkdir()
+    done = subprocess.run([sys.executable, str(ROOT / "build.py"), "promote", "--tag", "v2.7", "--candidates",
+                           str(tmp_path / "candidates.json"), "--matrix", str(tmp_path / "matrix.yaml"), "--registry-ca",
+                           str(ca), "--plain", "--manifest", str(tmp_path / "release.json")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "DOCKER_CONFIG": str(tmp_path / "docker")})
+    assert done.returncode == 0 and "promoted 2 images and 1 image indexes of v2.7" in done.stdout, done.stderr
+    released = manifest.read(tmp_path / "release.json")
+    [index] = released.indexes
+    assert index.name == CU130 and index.platforms == PLATFORMS
+    assert index.digest == ManifestRegistry.tags[f"v2.7-{CU130}"]
+    assert f"| {CU130} | `{host}/ml/pt@{index.digest}` | linux/amd64, linux/arm64 |" in (
+        tmp_path / "release.md").read_text()
+
+
+def test_a_release_pushed_as_itself_gets_its_index_only_when_every_platform_was_pushed(
+        two_platforms: tuple[str, Path]) -> None:
+    """`push` without --candidate: the index of an image whose platforms were all pushed by the run is written at
+    once (promote's rules); one of a run that pushed some of its platforms is left to candidates and promote."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from torchimages.publish.pushstage import write_indexes
+
+    host, ca = two_platforms
+    pushed = replace(platform_candidates(host), candidate=None)
+    events: list[StageEvent] = []
+    publisher = SimpleNamespace(registry=RegistryClient(host, ca=ca), repository=f"{host}/ml/pt", force=False)
+    made, ok = write_indexes(pushed, {CU130: list(PLATFORMS)}, publisher, events.append)  # type: ignore[arg-type]
+    assert ok and [(i.name, i.platforms) for i in made.indexes] == [(CU130, PLATFORMS)]
+    assert ManifestRegistry.tags[f"v2.7-{CU130}"] == made.indexes[0].digest and made.images == pushed.images
+    ManifestRegistry.puts.clear()
+    one = replace(pushed, images=pushed.images[1:])  # the arm64 image alone
+    made, ok = write_indexes(one, {CU130: list(PLATFORMS)}, publisher, events.append)  # type: ignore[arg-type]
+    assert ok and made.indexes == () and ManifestRegistry.puts == []
+    assert any(e.image == CU130 and e.kind == "note" and "only some of its platforms" in e.message for e in events)
