@@ -181,8 +181,8 @@ def arm64_base_image(api: docker.APIClient) -> str:
     return ARM64_BASE_IMAGE
 
 
-def script(name: str, *args: str, timeout: float = 900) -> None:
-    result = run(["bash", str(ROOT / "scripts" / name), *args], timeout=timeout)
+def script(name: str, *args: str, timeout: float = 900, env: dict[str, str] | None = None) -> None:
+    result = run(["bash", str(ROOT / "scripts" / name), *args], timeout=timeout, env={**os.environ, **(env or {})})
     assert result.returncode == 0, f"scripts/{name} failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
 
 

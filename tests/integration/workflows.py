@@ -99,7 +99,8 @@ class Runner:
         kept = [e for e in entries if self.keep_entry(e)]
         self.run.substitutions.append(f"job {name}: {len(kept)} of {len(entries)} matrix entries run here: {kept}")
         for entry in kept:
-            self.job_run(f"{name}[{entry.get('entry', entry)}]", job, entry)
+            platform = f"-{entry['arch']}" if "arch" in entry else ""  # a job per entry and platform
+            self.job_run(f"{name}[{entry.get('entry', entry)}{platform}]", job, entry)
 
     def job_run(self, name: str, job: dict, matrix: dict) -> None:
         if job.get("if") not in (None, "always()"):

@@ -68,7 +68,24 @@ def test_matrix_json_lists_the_platforms_an_entry_asks_for(tmp_path: Path) -> No
     matrix_file = tmp_path / "arm64.yaml"
     matrix_file.write_text(ARM64)
     rows = json.loads(run_cli("matrix", "--format", "json", "--matrix", str(matrix_file)).stdout)
-    assert [row["platforms"] for row in rows] == [["linux/amd64", "linux/arm64"]]
+    assert [row["platforms"] for row in rows] == [["linux/amd64", "linux/arm64"]] * 2
+    name = "torch2.14.0-cu130-cudnn9.24-py3.11"
+    assert [(row["image"], row["platform"], row["context"]) for row in rows] == [
+        (f"{name}-amd64", "linux/amd64", f"images/arm64/{name}"),
+        (f"{name}-arm64", "linux/arm64", f"images/arm64/{name}")]
+
+
+def test_the_release_workflow_gets_a_job_per_entry_and_platform_on_a_runner_of_that_platform(tmp_path: Path) -> None:
+    matrix_file = tmp_path / "arm64.yaml"
+    matrix_file.write_text(ARM64.replace("python: \"3.11\",", "python: \"3.11\", variants: [ssh],"))
+    result = run_cli("matrix", "--format", "github", "--per", "entry", "--matrix", str(matrix_file), "--tag", "v2.7")
+    assert result.returncode == 0, result.stderr
+    name = "torch2.14.0-cu130-cudnn9.24-py3.11"
+    jobs = [(row["entry"], row["platform"], row["arch"], row["runner"], row["images"])
+            for row in json.loads(result.stdout)["include"]]
+    assert jobs == [
+        (name, "linux/amd64", "amd64", ["self-hosted", "linux", "X64", "gpu"], [f"{name}-amd64", f"{name}-ssh-amd64"]),
+        (name, "linux/arm64", "arm64", ["self-hosted", "linux", "ARM64", "gpu"], [f"{name}-arm64", f"{name}-ssh-arm64"])]
 
 
 def test_another_matrix_names_the_folder_its_contexts_are_rendered_into(tmp_path: Path) -> None:
