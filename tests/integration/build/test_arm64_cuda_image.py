@@ -9,7 +9,6 @@ and the ssh service as users start it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import docker
 import pytest
