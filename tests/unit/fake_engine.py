@@ -23,8 +23,8 @@ class FakeEngine:
 
     def __init__(self, *, refuse_gpus: bool = True, smi: tuple[int, bytes] = (0, ONE_GPU),
                  images: dict[str, dict[str, Any]] | None = None,
-                 runs: dict[str, tuple[int, bytes]] | None = None) -> None:
-        self.refuse_gpus, self.smi, self.stderr = refuse_gpus, smi, b""
+                 runs: dict[str, tuple[int, bytes]] | None = None, arch: str = "amd64") -> None:
+        self.refuse_gpus, self.smi, self.stderr, self.arch = refuse_gpus, smi, b"", arch
         self.images, self.runs = images or {}, runs or {}
         self.created: list[dict[str, Any]] = []  # each container's host config
         self.commands: dict[str, str] = {}  # container -> the command it runs
@@ -34,6 +34,9 @@ class FakeEngine:
     def engine(self) -> Engine:
         """The seam every stage talks through (torchimages.engine), over this stand-in."""
         return Engine(api=self)  # type: ignore[arg-type]
+
+    def version(self) -> dict[str, str]:
+        return {"Os": "linux", "Arch": self.arch, "Version": "20.10.24"}
 
     def inspect_image(self, tag: str) -> dict[str, Any]:
         if tag not in self.images:

@@ -81,11 +81,11 @@ class ClassicBuilder:
         return removed
 
     def _stream(self, context: Path, tag: str, buildargs: dict[str, str], outcome: BuildOutcome, *,
-                cache_from: list[str] | None, labels: dict[str, str] | None) -> Iterator[dict]:
+                cache_from: list[str] | None, labels: dict[str, str] | None, platform: str | None) -> Iterator[dict]:
         try:
             yield from self.engine.api.build(path=str(context), tag=tag, buildargs=buildargs, decode=True, rm=True,
-                                      forcerm=True, pull=False, nocache=self.engine.no_cache, cache_from=cache_from,
-                                      labels=labels)
+                                             forcerm=True, pull=False, nocache=self.engine.no_cache,
+                                             cache_from=cache_from, labels=labels, platform=platform)
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             outcome.error = f"the engine failed during the build: {exc}"
 

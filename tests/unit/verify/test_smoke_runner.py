@@ -104,3 +104,17 @@ def test_a_passing_check_carries_its_note_into_the_results(tmp_path: Path) -> No
                "-o", "junit_family=xunit2"]
     [check] = run_pytest(command, junit, budget=120, cwd=tmp_path)
     assert (check.outcome, check.message) == ("passed", "one GPU: no NCCL transport was used")
+
+
+def test_an_image_of_another_platform_than_the_engines_is_tested_as_emulated() -> None:
+    """The facts say whether the container runs under the engine's emulator: the suite leaves torch.compile's C++
+    build to a runner of the platform then (tests/smoke/test_compute.py)."""
+    from torchimages.verify.smoke import Target
+
+    facts = {}
+    for engine_arch, platform in (("amd64", "linux/arm64"), ("amd64", "linux/amd64"), ("arm64", "linux/arm64")):
+        engine = FakeEngine(arch=engine_arch, images={"img": {"Id": "sha256:" + "a" * 64, "Config": {}}})
+        runner = SmokeRunner(engine=engine.engine)
+        target = Target("img", "img", "base", "cuda", {"platform": platform})
+        facts[(engine_arch, platform)] = runner._start(target, Path("/nonexistent"))["emulated"]
+    assert facts == {("amd64", "linux/arm64"): True, ("amd64", "linux/amd64"): False, ("arm64", "linux/arm64"): False}

@@ -1,0 +1,119 @@
+"""The build runner's decisions for an entry of two platforms, where they are made (torchimages.build.jobs), driven
+through the fake engine and a builder that records what it is asked: each platform's base FROM its own --base-image,
+the build's platform and its label, a torch install for another platform than the engine's left to the build
+platform's pip where the builder can do that, a FROM image of another platform refused before any build, and the
+platform among the content digest's inputs. The real builds are in tests/integration/build/test_arm64_cuda_image.py."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from torchimages.build import render
+from torchimages.build.inputs import BuildInputs, runs_on
+from torchimages.build.jobs import PLATFORM_LABEL, BuildRunner, Selection, plan_jobs
+from torchimages.engine import BuildOutcome
+from torchimages.events import StageEvent
+
+from ..conftest import digest, plan_of
+from ..fake_engine import FakeEngine
+
+ENTRY = """
+registry: registry.example.com/ml/pytorch
+images:
+  - {flavor: cuda, torch: "2.14.0", cuda: "13.0", python: "3.11", variants: [ssh], platforms: [linux/amd64, linux/arm64]}
+"""
+NAME = "torch2.14.0-cu130-cudnn9.24-py3.11"
+AMD64_BASE, ARM64_BASE = "local/cuda:13-amd64", "local/cuda:13-arm64"
+
+
+@dataclass
+class RecordingBuilder:
+    """A builder that records each build it is asked for and answers it built."""
+
+    cross_installs: bool = True
+    asked: list[dict] = field(default_factory=list)
+
+    def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str], emit: object,
+              cancel: threading.Event, cache_from: list[str] | None = None, labels: dict[str, str] | None = None,
+              platform: str | None = None) -> BuildOutcome:
+        self.asked.append({"image": image, "buildargs": buildargs, "labels": labels or {}, "platform": platform})
+        return BuildOutcome(image, tag, image_id=digest(image))
+
+    def stop_builds(self) -> None: ...
+
+    def describe(self) -> str:
+        return "recording"
+
+
+def image(arch: str) -> dict:
+    return {"Id": digest(arch), "Os": "linux", "Architecture": arch, "Config": {}}
+
+
+def run(tmp_path: Path, inputs: BuildInputs, *, builder: RecordingBuilder | None = None,
+        images: dict | None = None) -> tuple[dict[str, BuildOutcome], RecordingBuilder]:
+    plan = plan_of(ENTRY)
+    render.write(plan, "v1", tmp_path / "images")
+    jobs = plan_jobs(plan, "v1", tmp_path / "images", Selection(), base_for=inputs.base_for)
+    builder = builder or RecordingBuilder()
+    events: list[StageEvent] = []
+    engine = FakeEngine(images={AMD64_BASE: image("amd64"), ARM64_BASE: image("arm64"), **(images or {})}).engine
+    outcomes = BuildRunner(engine, inputs, events.append, builder=builder).run(jobs)
+    return outcomes, builder
+
+
+def test_each_platform_builds_from_its_own_base_for_its_platform_and_says_so(tmp_path: Path) -> None:
+    outcomes, builder = run(tmp_path, BuildInputs(base_image=AMD64_BASE, platform_bases=(("linux/arm64", ARM64_BASE),)))
+    assert all(outcome.ok for outcome in outcomes.values()), outcomes
+    asked = {a["image"]: a for a in builder.asked}
+    assert list(asked) == [f"{NAME}-amd64", f"{NAME}-ssh-amd64", f"{NAME}-arm64", f"{NAME}-ssh-arm64"]
+    for arch in ("amd64", "arm64"):
+        base, ssh = asked[f"{NAME}-{arch}"], asked[f"{NAME}-ssh-{arch}"]
+        assert base["platform"] == ssh["platform"] == f"linux/{arch}"
+        assert base["labels"][PLATFORM_LABEL] == ssh["labels"][PLATFORM_LABEL] == f"linux/{arch}"
+        assert base["buildargs"]["BASE_IMAGE"] == {"amd64": AMD64_BASE, "arm64": ARM64_BASE}[arch]
+        assert ssh["buildargs"]["BASE_IMAGE"] == f"registry.example.com/ml/pytorch:v1-{NAME}-{arch}"
+    # The engine is amd64: the arm64 base's torch is installed by the build platform's pip, FROM the amd64 base
+    assert "TORCH_INSTALL" not in asked[f"{NAME}-amd64"]["buildargs"]
+    assert {k: asked[f"{NAME}-arm64"]["buildargs"][k] for k in ("TORCH_INSTALL", "BUILD_BASE_IMAGE")} == {
+        "TORCH_INSTALL": "cross", "BUILD_BASE_IMAGE": AMD64_BASE}
+    assert "TORCH_INSTALL" not in asked[f"{NAME}-ssh-arm64"]["buildargs"], "a variant installs no torch"
+    # The same Dockerfile and inputs for both platforms are two builds: the platform is in the content digest
+    assert outcomes[f"{NAME}-amd64"].content_digest != outcomes[f"{NAME}-arm64"].content_digest
+
+
+def test_a_builder_without_a_build_platform_stage_runs_the_install_under_emulation(tmp_path: Path) -> None:
+    _, builder = run(tmp_path, BuildInputs(base_image=AMD64_BASE, platform_bases=(("linux/arm64", ARM64_BASE),)),
+                     builder=RecordingBuilder(cross_installs=False))
+    assert not any("TORCH_INSTALL" in a["buildargs"] for a in builder.asked)
+
+
+def test_a_base_of_another_platform_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    outcomes, builder = run(tmp_path, BuildInputs(base_image=AMD64_BASE))  # no arm64 base given: amd64's for both
+    failed = outcomes[f"{NAME}-arm64"]
+    assert not failed.ok and failed.error == (
+        f"{AMD64_BASE} is a linux/amd64 image on this engine; {NAME}-arm64 is built for linux/arm64: give it "
+        "--base-image linux/arm64=IMAGE")
+    assert outcomes[f"{NAME}-ssh-arm64"].skipped, "its variant is not built either"
+    assert [a["image"] for a in builder.asked] == [f"{NAME}-amd64", f"{NAME}-ssh-amd64"]
+
+
+@pytest.mark.parametrize(("wheel", "machine", "runs"), [
+    ("torch-2.14.0-cp311-cp311-manylinux_2_28_aarch64.whl", "aarch64", True),
+    ("torch-2.14.0-cp311-cp311-manylinux_2_28_aarch64.whl", "x86_64", False),
+    ("nvidia_nccl_cu13-2.30.7-py3-none-manylinux_2_18_aarch64.manylinux2014_aarch64.whl", "aarch64", True),
+    ("numpy-2.3.5-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl", "aarch64", False),
+    ("jinja2-3.1.6-py3-none-any.whl", "aarch64", True),
+    ("torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl", "x86_64", True),
+])
+def test_each_context_gets_the_wheels_that_run_on_its_platform(wheel: str, machine: str, runs: bool) -> None:
+    assert runs_on(wheel, machine) is runs
+
+
+def test_the_arm64_image_is_checked_against_the_gpu_generations_of_the_aarch64_wheel() -> None:
+    spec = plan_of(ENTRY).specs[0]
+    assert spec.archs_for("linux/amd64") == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+    assert spec.archs_for("linux/arm64") == ("8.0", "8.6", "9.0", "10.0", "11.0", "12.0")
