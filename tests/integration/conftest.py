@@ -242,8 +242,10 @@ def smoke_test(build: EntryBuild, folder: Path) -> tuple[subprocess.CompletedPro
     """`build.py test` on a built entry, two suites at a time; the result and the report it wrote."""
     report = folder / "report.json"
     shutil.copyfile(build.report_path, report)
+    platforms = [word for platform in sorted({r["platform"] for r in build.report["images"]})
+                 for word in ("--platform", platform)]  # the platforms it was built for
     result = build_py("test", "--matrix", str(build.matrix), "--tag", build.release, "--only", f"{build.spec.name}*",
-                      "--jobs", "2", "--report", str(report), timeout=1200, env=build.env)
+                      *platforms, "--jobs", "2", "--report", str(report), timeout=1200, env=build.env)
     return result, {**json.loads(report.read_text()), "_path": str(report)}
 
 

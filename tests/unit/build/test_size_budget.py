@@ -81,3 +81,19 @@ def test_a_bad_max_growth_and_reason_are_refused() -> None:
     assert result.returncode == 2 and "--max-growth 'lots' is not a growth" in result.stderr
     with pytest.raises(Exception, match="size_growth_reason"):
         plan(" ")
+
+
+def test_each_platform_is_held_to_its_own_image_of_the_previous_release() -> None:
+    """An entry of two platforms: the arm64 image is compared with the previous arm64 image, never with amd64's."""
+    cu130 = "torch2.14.0-cu130-cudnn9.24-py3.11"
+    two = specs.resolve(matrix.loads("registry: r.example.com/ml/pt\nimages:\n  - {flavor: cuda, torch: '2.14.0', "
+                                     "cuda: '13.0', python: '3.11', platforms: [linux/amd64, linux/arm64]}\n"))
+    previous = ReleaseManifest("v1", "r.example.com/ml/pt", images=(
+        ManifestImage(f"{cu130}-amd64", "base", digest(1), {}, COUNTS, size_bytes=6_300_000_000),
+        ManifestImage(f"{cu130}-arm64", "base", digest(2), {}, COUNTS, size_bytes=5_800_000_000,
+                      platform="linux/arm64")))
+    images = [ImageRecord(image=f"{cu130}-{arch}", entry=cu130, variant="base", tag="t", result="built", versions={},
+                          size_bytes=size, platform=f"linux/{arch}") for arch, size in (("amd64", 6_300_000_000),
+                                                                                        ("arm64", 6_100_000_000))]
+    over = Budget(previous=previous).check(two, Report("v2", "m.yaml", images=images))
+    assert list(over) == [f"{cu130}-arm64"] and over[f"{cu130}-arm64"].startswith("grew 5.2% over release v1")
