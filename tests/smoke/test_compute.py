@@ -10,6 +10,10 @@ from .conftest import Facts, probe
 
 
 def test_dataloader_with_workers_through_shm(host: Any, facts: Facts) -> None:
+    if facts.raw.get("emulated"):
+        # /dev/shm's size is the engine's run setting, the same for every platform (each image of the engine's own
+        # platform checks it); under emulation each worker process imports torch again (39 s measured here).
+        pytest.skip("the image runs under emulation: /dev/shm is the engine's, checked in the engine's platform's images")
     result = probe(host, facts, "dataloader", timeout=180)
     assert not result["error"], (f"the DataLoader's workers failed ({result['error']}): /dev/shm is too small; start "
                                  "the container with a larger --shm-size (16g)")

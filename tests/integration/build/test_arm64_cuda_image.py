@@ -77,7 +77,13 @@ def test_the_arm64_images_pass_their_suite_with_cuda_13_cudnn_and_nccl_read_insi
         assert (check["outcome"], check["tier"]) == ("passed", "gpu-ready"), check
     assert expected.archs_for(ARM64) == ("8.0", "8.6", "9.0", "10.0", "11.0", "12.0")
     assert checks["base"]["test_versions::test_the_image_runs_as_its_platform"]["outcome"] == "passed"
-    compile_check = checks["base"]["test_compute::test_torch_compile_cpu"]
-    assert compile_check["outcome"] == "skipped" and "emulation" in compile_check["message"], compile_check
-    ssh = [c for name, c in checks["ssh"].items() if name.startswith("test_ssh::")]
-    assert ssh and all(c["outcome"] == "passed" for c in ssh), ssh
+    assert checks["base"]["test_compute::test_amp_cpu_bf16"]["outcome"] == "passed"
+    for name in ("test_torch_compile_cpu", "test_dataloader_with_workers_through_shm"):
+        check = checks["base"][f"test_compute::{name}"]
+        assert check["outcome"] == "skipped" and "emulation" in check["message"], check
+    ssh = {name: c for name, c in checks["ssh"].items() if name.startswith("test_ssh::")}
+    torch_over_ssh = "test_ssh::test_key_login_runs_torch_with_the_container_environment"
+    assert ssh[f"{torch_over_ssh}[default]"]["outcome"] == "passed", ssh
+    # Every other check of every form passed; torch over ssh runs once under emulation (about 30 s an import)
+    rest = {name: c["outcome"] for name, c in ssh.items() if not name.startswith(torch_over_ssh)}
+    assert len(rest) >= 20 and set(rest.values()) == {"passed"}, rest
