@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -143,6 +144,11 @@ class MeterPlugin:
 
 @pytest.hookimpl(trylast=True)  # after pytest's own configure has made the temporary-path factory
 def pytest_configure(config: pytest.Config) -> None:
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # A session started as a script's background job (`.ci/run &`) inherits SIGINT ignored and passes that on to
+        # every process it starts; the tests of Ctrl-C stand for a terminal's, where it is not ignored. (The tests
+        # that a tool started that way still stops its children set SIGINT ignored themselves.)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if not metered(config) or config.option.collectonly:
         return
     if config.option.durations is None:

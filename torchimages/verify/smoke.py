@@ -286,15 +286,25 @@ class SmokeRunner:
     def _pytest(self, target: Target, facts: dict[str, Any], container: str, tmp: Path) -> list[Check]:
         facts_file, junit = tmp / "facts.json", tmp / "junit.xml"
         facts_file.write_text(json.dumps(facts))
-        command = [sys.executable, "-m", "pytest", *(str(SMOKE_DIR / name) for name in SUITES[target.variant]),
-                   f"--hosts=docker://{container}", f"--facts={facts_file}", f"--junitxml={junit}",
-                   "-p", "no:cacheprovider", "-v", "-o", "junit_family=xunit2", f"--rootdir={SETTINGS.root}"]
-        return run_pytest(command, junit, budget=SUITE_TIMEOUT, cwd=SETTINGS.root)
+        arguments = [*(str(SMOKE_DIR / name) for name in SUITES[target.variant]),
+                     f"--hosts=docker://{container}", f"--facts={facts_file}", f"--junitxml={junit}",
+                     "-p", "no:cacheprovider", "-v", "-o", "junit_family=xunit2", f"--rootdir={SETTINGS.root}"]
+        return run_pytest(arguments, junit, budget=SUITE_TIMEOUT, cwd=SETTINGS.root)
 
 
-def run_pytest(command: list[str], junit: Path, *, budget: float, cwd: Path, grace: float = INTERRUPT_GRACE) -> list[Check]:
-    """Run the suite; past `budget` seconds interrupt it as Ctrl-C would, so its JUnit file still holds what ran."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
+# pytest with Ctrl-C's handler whatever it inherits: the budget interrupts it with SIGINT, and a process started with
+# SIGINT ignored (a script's background job, `build.py ... &`) passes that on, so pytest would run on and its results
+# be lost (measured here: a hanging suite then ended with no results at all).
+PYTEST = ("import signal, sys, pytest; signal.signal(signal.SIGINT, signal.default_int_handler); "
+          "sys.exit(pytest.main(sys.argv[1:]))")
+
+
+def run_pytest(arguments: list[str], junit: Path, *, budget: float, cwd: Path,
+               grace: float = INTERRUPT_GRACE) -> list[Check]:
+    """Run pytest with `arguments`; past `budget` seconds interrupt it as Ctrl-C would, so its JUnit file still holds
+    what ran."""
+    process = subprocess.Popen([sys.executable, "-c", PYTEST, *arguments], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, cwd=cwd)
     overran = False
     try:
         output, _ = process.communicate(timeout=budget)

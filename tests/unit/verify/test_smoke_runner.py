@@ -7,9 +7,11 @@ tests/integration/verify/test_smoke.py.
 
 from __future__ import annotations
 
-import sys
+import signal
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from torchimages.containers import Containers
 from torchimages.verify import bench
@@ -46,7 +48,9 @@ def test_an_nvidia_smi_error_is_an_error_not_zero_gpus() -> None:
     assert count == 0 and error and "nvidia-smi failed in the container" in error and "couldn't communicate" in error
 
 
-def test_a_hanging_suite_keeps_the_results_of_the_checks_before_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["terminal", "background-job"])
+def test_a_hanging_suite_keeps_the_results_of_the_checks_before_it(tmp_path: Path, sigint: signal.Handlers) -> None:
+    """Also when the runner was started with SIGINT ignored, as a script's background job is (`build.py ... &`)."""
     suite = tmp_path / "test_hang.py"
     suite.write_text(textwrap.dedent("""
         import time
@@ -62,8 +66,12 @@ def test_a_hanging_suite_keeps_the_results_of_the_checks_before_it(tmp_path: Pat
     """))
     junit = tmp_path / "junit.xml"
     # -v, as the runner passes it: pytest names each check as it starts, so the one that hung is named
-    command = [sys.executable, "-m", "pytest", str(suite), f"--junitxml={junit}", "-p", "no:cacheprovider", "-v"]
-    checks = run_pytest(command, junit, budget=5, cwd=tmp_path, grace=30)
+    arguments = [str(suite), f"--junitxml={junit}", "-p", "no:cacheprovider", "-v"]
+    previous = signal.signal(signal.SIGINT, sigint)  # what the runner's pytest inherits
+    try:
+        checks = run_pytest(arguments, junit, budget=5, cwd=tmp_path, grace=30)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     outcomes = {c.name.split("::")[-1]: c.outcome for c in checks}
     assert outcomes.get("test_first") == "passed", checks
     assert outcomes.get("budget") == "failed"
@@ -100,9 +108,8 @@ def test_a_passing_check_carries_its_note_into_the_results(tmp_path: Path) -> No
             request.node.user_properties.append(("note", "one GPU: no NCCL transport was used"))
     """))
     junit = tmp_path / "junit.xml"
-    command = [sys.executable, "-m", "pytest", str(suite), f"--junitxml={junit}", "-p", "no:cacheprovider", "-q",
-               "-o", "junit_family=xunit2"]
-    [check] = run_pytest(command, junit, budget=120, cwd=tmp_path)
+    arguments = [str(suite), f"--junitxml={junit}", "-p", "no:cacheprovider", "-q", "-o", "junit_family=xunit2"]
+    [check] = run_pytest(arguments, junit, budget=120, cwd=tmp_path)
     assert (check.outcome, check.message) == ("passed", "one GPU: no NCCL transport was used")
 
 
