@@ -33,6 +33,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 class Facts:
     raw: dict[str, Any]
 
+    @property
+    def emulated(self) -> bool:
+        """The container runs under emulation (an image of another platform than the engine's): checks that cost
+        minutes there, or that only the engine's own platform can answer, leave it to a runner of the platform."""
+        return bool(self.raw.get("emulated"))
+
     def __getattr__(self, name: str) -> Any:
         try:
             return self.raw[name]

@@ -10,7 +10,7 @@ from .conftest import Facts, probe
 
 
 def test_dataloader_with_workers_through_shm(host: Any, facts: Facts) -> None:
-    if facts.raw.get("emulated"):
+    if facts.emulated:
         # /dev/shm's size is the engine's run setting, the same for every platform (each image of the engine's own
         # platform checks it); under emulation each worker process imports torch again (39 s measured here).
         pytest.skip("the image runs under emulation: /dev/shm is the engine's, checked in the engine's platform's images")
@@ -23,7 +23,7 @@ def test_dataloader_with_workers_through_shm(host: Any, facts: Facts) -> None:
 
 
 def test_torch_compile_cpu(host: Any, facts: Facts) -> None:
-    if facts.raw.get("emulated"):
+    if facts.emulated:
         # Measured here: under qemu-aarch64 (whose CPU model has SVE) inductor emits SVE code, and Debian bookworm's
         # gcc 12 stops on it with an internal compiler error (aarch64_sve::gimple_folder, cf. pytorch/pytorch#168288);
         # and a C++ compile under emulation takes minutes. A runner of the platform runs this check natively.

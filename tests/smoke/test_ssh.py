@@ -35,10 +35,11 @@ def started_as(server: dict) -> str:
 
 
 def test_key_login_runs_torch_with_the_container_environment(server_name: str, server: dict, facts: Facts) -> None:
-    if facts.raw.get("emulated") and server_name != next(iter(facts.ssh)):
+    first_form = next(iter(facts.ssh))
+    if facts.emulated and server_name != first_form:
         # Under emulation each `import torch` costs about 30 s. The first form runs torch over ssh; in every form the
         # key login, the session's Python and its environment are checked by the checks below, which import nothing.
-        pytest.skip(f"the image runs under emulation: torch over ssh runs in the {next(iter(facts.ssh))!r} form; "
+        pytest.skip(f"the image runs under emulation: torch over ssh runs in the {first_form!r} form; "
                     "this form's Python and environment are checked without importing torch")
     result = ssh(server, "-o", "BatchMode=yes",
                  "python -c 'import os, torch; print(torch.__version__); print(os.environ.get(\"NVIDIA_VISIBLE_DEVICES\"))'")
