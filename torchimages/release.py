@@ -47,9 +47,17 @@ def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_
               jobs=options.jobs)
     pushed = True
     if push:
-        with shown(options.plain, options.logs_dir) as (emit, _):
-            pushed, written_manifest = push_report(engine, report, push, emit, credentials,
-                                                   report_path=options.report_path, indexed=plan.indexed_images())
+        # Written before the push: a push cut short (the registry, syft, a full disk) leaves the report of what was
+        # built and tested, from which `build.py push` publishes those images without building them again.
+        write_report(report, options.report_path)
+        try:
+            with shown(options.plain, options.logs_dir) as (emit, _):
+                pushed, written_manifest = push_report(engine, report, push, emit, credentials,
+                                                       report_path=options.report_path, indexed=plan.indexed_images())
+        except UserError as exc:
+            raise UserError(f"{exc}\nthe images are built and tested ({options.report_path}); once that is mended, "
+                            f"`build.py push --tag {options.release}` with the same push options publishes them (a tag "
+                            "already pushed is not pushed again)") from None
         err.print(written_manifest)
     return finish(report, options.report_path, failed=not pushed)
 
@@ -122,13 +130,17 @@ def smoke(engine: Engine, targets: list[Target], report: Report, *, require_gpu:
 def finish(report: Report, path: Path, *, failed: bool = False) -> int:
     """Summary table and report; 1 if any image was not built or failed its smoke suite (or `failed`), else 0."""
     out.print(report.summary())
+    json_path, markdown_path = write_report(report, path)
+    out.print(f"report: {json_path} ({markdown_path.name})")
+    return 1 if failed or not all(record.ok for record in report.images) else 0
+
+
+def write_report(report: Report, path: Path) -> tuple[Path, Path]:
     try:
-        json_path, markdown_path = report.write(path)
+        return report.write(path)
     except OSError as exc:  # after a whole build: say where it could not go, keep the images
         raise UserError(f"the report could not be written to {path}: {exc.strerror or exc}; the images "
                         "are built: give --report a writable path and run the same command again (it is a no-op)") from None
-    out.print(f"report: {json_path} ({markdown_path.name})")
-    return 1 if failed or not all(record.ok for record in report.images) else 0
 
 
 # The commands that run one stage on their own (build, test, push): each checks what it was given and returns
