@@ -117,3 +117,26 @@ def test_the_arm64_image_is_checked_against_the_gpu_generations_of_the_aarch64_w
     spec = plan_of(ENTRY).specs[0]
     assert spec.archs_for("linux/amd64") == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
     assert spec.archs_for("linux/arm64") == ("8.0", "8.6", "9.0", "10.0", "11.0", "12.0")
+
+
+def test_the_platform_is_an_input_of_the_content_digest_whatever_the_base(tmp_path: Path) -> None:
+    """Both platforms' bases known here by one ID (as a multi-platform name is one name): the same Dockerfile and inputs
+    are still two builds, so `--cache-from previous` never reuses one platform's image for the other."""
+    one = {"Id": digest("one base"), "Os": "linux", "Config": {}}
+    outcomes, builder = run(tmp_path, BuildInputs(base_image=AMD64_BASE, platform_bases=(("linux/arm64", ARM64_BASE),)),
+                            images={AMD64_BASE: {**one, "Architecture": "amd64"},
+                                    ARM64_BASE: {**one, "Architecture": "arm64"}},
+                            builder=RecordingBuilder(cross_installs=False))  # the same build arguments for both
+    asked = {a["image"]: a["buildargs"] for a in builder.asked}
+    assert {k: v for k, v in asked[f"{NAME}-amd64"].items() if k != "BASE_IMAGE"} == \
+           {k: v for k, v in asked[f"{NAME}-arm64"].items() if k != "BASE_IMAGE"}
+    amd64, arm64 = outcomes[f"{NAME}-amd64"].content_digest, outcomes[f"{NAME}-arm64"].content_digest
+    assert amd64 and arm64 and amd64 != arm64
+
+
+def test_an_arm64_image_whose_wheel_has_no_measured_kernels_is_claimed_none_never_x86_64s() -> None:
+    """torch 2.13.0's cu130 build has an aarch64 wheel, but the data records no kernels of it: the suite checks the
+    arm64 image against no claim rather than the x86_64 wheel's (7.5 is not in the aarch64 wheels)."""
+    spec = plan_of(ENTRY.replace('torch: "2.14.0"', 'torch: "2.13.0"')).specs[0]
+    assert spec.archs_for("linux/amd64") == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+    assert spec.archs_for("linux/arm64") == ()

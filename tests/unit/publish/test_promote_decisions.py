@@ -42,6 +42,7 @@ class ManifestRegistry(AnsweringHandler):
     tags: ClassVar[dict[str, str]] = {}  # tag -> digest
     puts: ClassVar[list[tuple[str, bytes]]] = []
     put_types: ClassVar[list[str]] = []  # the Content-Type of each PUT
+    refused: ClassVar[set[str]] = set()  # tags whose PUT is answered 400 (an answer promote does not retry)
 
     def do_GET(self) -> None:
         reference = self.path.rsplit("/", 1)[1]
@@ -55,6 +56,9 @@ class ManifestRegistry(AnsweringHandler):
     def do_PUT(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         tag = self.path.rsplit("/", 1)[1]
+        if tag in self.refused:
+            self.answer(400, b'{"errors": [{"code": "MANIFEST_INVALID"}]}', {})
+            return
         self.puts.append((tag, body))
         self.put_types.append(self.headers["Content-Type"])
         self.tags[tag] = digest_of(body)
@@ -73,6 +77,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 def registry(server: tuple[str, Path]) -> Iterator[tuple[str, Path]]:
     """The server holding three candidates (pushed under their candidate tags), and no release tag."""
     ManifestRegistry.by_digest, ManifestRegistry.tags, ManifestRegistry.puts, ManifestRegistry.put_types = {}, {}, [], []
+    ManifestRegistry.refused = set()
     for n, name in enumerate(IMAGES):
         body = body_of(n)
         ManifestRegistry.by_digest[digest_of(body)] = body
@@ -183,6 +188,7 @@ PLATFORMS = (("linux/amd64", f"{CU130}-amd64"), ("linux/arm64", f"{CU130}-arm64"
 def two_platforms(server: tuple[str, Path]) -> Iterator[tuple[str, Path]]:
     """The server holding an amd64 and an arm64 candidate of one image."""
     ManifestRegistry.by_digest, ManifestRegistry.tags, ManifestRegistry.puts, ManifestRegistry.put_types = {}, {}, [], []
+    ManifestRegistry.refused = set()
     for n, (_platform, image) in enumerate(PLATFORMS, 10):
         ManifestRegistry.by_digest[digest_of(body_of(n))] = body_of(n)
         ManifestRegistry.tags[f"v2.7-rc.1-{image}"] = digest_of(body_of(n))
@@ -253,6 +259,37 @@ def test_a_member_whose_bytes_are_not_its_digest_refuses_the_release(two_platfor
     assert ManifestRegistry.puts == []
 
 
+def promote_platforms(host: str, ca: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`build.py promote` of the two platforms' candidates, for a matrix of the one entry of two platforms."""
+    from torchimages import manifest
+
+    (folder / "matrix.yaml").write_text(f"registry: {host}/ml/pt\nimages:\n  - {{flavor: cuda, torch: '2.14.0', "
+                                        "cuda: '13.0', python: '3.11', platforms: [linux/amd64, linux/arm64]}\n")
+    manifest.write(platform_candidates(host), folder / "candidates.json")
+    (folder / "docker").mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, str(ROOT / "build.py"), "promote", "--tag", "v2.7", "--candidates",
+                           str(folder / "candidates.json"), "--matrix", str(folder / "matrix.yaml"), "--registry-ca",
+                           str(ca), "--plain", "--manifest", str(folder / "release.json")], cwd=folder,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "DOCKER_CONFIG": str(folder / "docker")})
+
+
+def test_no_index_is_written_over_a_platform_whose_release_tag_was_not(two_platforms: tuple[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """The arm64 release tag's PUT is refused: the amd64 tag is written, the index is not (it would point users at a
+    platform that has no release tag), and running promote again finishes the release with it."""
+    host, ca = two_platforms
+    ManifestRegistry.refused = {f"v2.7-{CU130}-arm64"}
+    cut_short = promote_platforms(host, ca, tmp_path)
+    assert cut_short.returncode == 1 and "promotion incomplete" in cut_short.stderr, cut_short.stderr
+    assert [tag for tag, _ in ManifestRegistry.puts] == [f"v2.7-{CU130}-amd64"]
+    assert f"v2.7-{CU130}" not in ManifestRegistry.tags and not (tmp_path / "release.json").exists()
+    ManifestRegistry.refused = set()
+    again = promote_platforms(host, ca, tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert [tag for tag, _ in ManifestRegistry.puts[1:]] == [f"v2.7-{CU130}-arm64", f"v2.7-{CU130}"]
+
+
 def test_the_promote_command_writes_each_index_into_the_release_manifest(two_platforms: tuple[str, Path],
                                                                          tmp_path: Path) -> None:
     """The matrix says which images are built for several platforms; promote makes an index of each, and the release
@@ -260,15 +297,7 @@ def test_the_promote_command_writes_each_index_into_the_release_manifest(two_pla
     from torchimages import manifest
 
     host, ca = two_platforms
-    (tmp_path / "matrix.yaml").write_text(f"registry: {host}/ml/pt\nimages:\n  - {{flavor: cuda, torch: '2.14.0', "
-                                          "cuda: '13.0', python: '3.11', platforms: [linux/amd64, linux/arm64]}\n")
-    manifest.write(platform_candidates(host), tmp_path / "candidates.json")
-    (tmp_path / "docker").mkdir()
-    done = subprocess.run([sys.executable, str(ROOT / "build.py"), "promote", "--tag", "v2.7", "--candidates",
-                           str(tmp_path / "candidates.json"), "--matrix", str(tmp_path / "matrix.yaml"), "--registry-ca",
-                           str(ca), "--plain", "--manifest", str(tmp_path / "release.json")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env={**os.environ, "DOCKER_CONFIG": str(tmp_path / "docker")})
+    done = promote_platforms(host, ca, tmp_path)
     assert done.returncode == 0 and "promoted 2 images and 1 image indexes of v2.7" in done.stdout, done.stderr
     released = manifest.read(tmp_path / "release.json")
     [index] = released.indexes

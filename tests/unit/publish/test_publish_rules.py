@@ -16,6 +16,7 @@ from torchimages.errors import UserError
 from torchimages.input.specs import Release
 from torchimages.publish import push as publish
 from torchimages.publish.pushstage import PushOptions
+from torchimages.report import ImageRecord, Report, SmokeStage
 
 from ..conftest import ROOT
 
@@ -183,3 +184,17 @@ def test_start_registry_takes_its_password_from_stdin_only(tmp_path: Path, stdin
                             env={**os.environ, "REGISTRY_PASSWORD": "ignored-now"})
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "r").exists(), "nothing is made before the password is known"
+
+
+def test_a_base_not_pushed_keeps_back_the_variants_of_its_own_platform() -> None:
+    """An entry of two platforms whose arm64 base is over its budget: its arm64 variant is not pushed (it was tested
+    FROM that base), and no registry is asked for either."""
+    passed = SmokeStage(20, 0, 0, 0, 1.0, 0, {}, None)
+    entry = "torch2.14.0-cu130-cudnn9.24-py3.11"
+    base = ImageRecord(f"{entry}-arm64", entry, "base", "t:base", "built", {}, smoke=passed, platform="linux/arm64",
+                       over_budget="grew 9% over v2.6")
+    ssh = ImageRecord(f"{entry}-ssh-arm64", entry, "ssh", "t:ssh", "built", {}, smoke=passed, platform="linux/arm64")
+    outcomes = publisher().publish(Report("v2.7", "matrix.yaml", images=[base, ssh]))
+    assert [(o.image, o.error, o.tried) for o in outcomes] == [
+        (base.image, "not pushed: over its size budget: grew 9% over v2.6", False),
+        (ssh.image, f"not pushed: its base {entry} (linux/arm64) was not pushed", False)]
