@@ -223,6 +223,8 @@ MUTATIONS = [
              "release path: escape sequences from a build or registry reach the terminal"),
     Mutation("torchimages/errors.py", '    text = CREDENTIALS.sub(r"\\1***@", text)\n', "",
              "release path: a URL's password printed in a message"),
+    Mutation("torchimages/release.py", "        write_report(report, options.report_path)\n        try:",
+             "        try:", "release path: a push cut short leaves no report to resume from"),
     # platforms: where a wheel is the CUDA build, and what the build refuses
     Mutation("torchimages/input/indexes.py",
              "release.cuda_platforms = {platform for platform in release.platforms if holds_on(marker, platform)}",
