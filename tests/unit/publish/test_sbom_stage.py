@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -69,3 +70,19 @@ def test_a_failed_scan_is_raised_after_the_others_ended(monkeypatch: pytest.Monk
     with pytest.raises(UserError, match="syft could not read sha256:b"):
         publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None)
     assert len(syft.scanned) == 3 and report.images[0].sbom is not None
+
+
+def test_scans_run_one_at_a_time_where_the_temporary_folder_holds_one(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    """Two 6.2 GB CUDA images: with room for one scan (about twice an image's size), they are scanned one after the
+    other; with room for both, side by side."""
+    report = pushed_report(["a", "b", "c"])
+    for record in report.images:
+        record.size_bytes = 6_200_000_000
+    for free, most in ((16 * 10**9, 1), (40 * 10**9, 2)):
+        syft = FakeSyft()
+        monkeypatch.setattr(sbom, "generate", syft)
+        monkeypatch.setattr(publishstage.shutil, "disk_usage", lambda _path, free=free: SimpleNamespace(free=free))
+        publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None)
+        assert syft.most == most, (free, syft.most)
+
