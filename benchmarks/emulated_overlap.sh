@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints whether the arm64 image's emulated work (single-core qemu: here its apt step) and the unit tests overlap on
-# this machine's cores: each alone, then side by side. Measured here (2 cores, December 2026): apt 133 s and unit tests
-# 94 s alone (227 s one after the other); side by side 148 s (apt 148 s, unit tests 115 s). Needs the arm64 CUDA
+# this machine's cores: each alone, then side by side. Measured here (2 cores, December 2026): apt 134 s and unit tests
+# 97 s alone (231 s one after the other); side by side 147 s, 0.64x (apt 147 s, unit tests 104 s). Needs the arm64 CUDA
 # stand-in base (scripts/make-cuda-base-image.sh, docs/building.md) and emulation (scripts/setup-emulation.sh).
 #   bash benchmarks/emulated_overlap.sh
 set -euo pipefail

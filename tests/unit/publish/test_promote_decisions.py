@@ -147,19 +147,26 @@ def test_a_tag_already_at_its_digest_is_left_as_it_is(registry: tuple[str, Path]
     assert [e.kind for e in events if e.image == IMAGES[0]] == ["queued", "unchanged"]
 
 
-def run_promote(host: str, ca: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+def promote_command(ca: Path, folder: Path, matrix_text: str,
+                    made: ReleaseManifest) -> subprocess.CompletedProcess[str]:
+    """`build.py promote` of the candidates `made` for the matrix `matrix_text`, with no stored credentials."""
     from torchimages import manifest
 
-    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
-    data["images"], data["registry"] = [e for e in data["images"] if e["flavor"] == "cpu"], f"{host}/ml/pt"
-    (folder / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    manifest.write(candidates(host), folder / "candidates.json")
+    (folder / "matrix.yaml").write_text(matrix_text)
+    manifest.write(made, folder / "candidates.json")
     (folder / "docker").mkdir(exist_ok=True)  # no stored credentials
     return subprocess.run([sys.executable, str(ROOT / "build.py"), "promote", "--tag", "v2.7", "--candidates",
                            str(folder / "candidates.json"), "--matrix", str(folder / "matrix.yaml"), "--registry-ca",
                            str(ca), "--plain", "--manifest", str(folder / "release.json")], cwd=folder,
                           capture_output=True, text=True, timeout=120, check=False,
                           env={**os.environ, "DOCKER_CONFIG": str(folder / "docker")})
+
+
+def run_promote(host: str, ca: Path, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`build.py promote` of the three CPU candidates, for matrix.yaml's CPU entry."""
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    data["images"], data["registry"] = [e for e in data["images"] if e["flavor"] == "cpu"], f"{host}/ml/pt"
+    return promote_command(ca, folder, yaml.safe_dump(data, sort_keys=False), candidates(host))
 
 
 def test_the_promote_command_exits_0_with_a_release_manifest_and_1_without(registry: tuple[str, Path],
@@ -261,17 +268,9 @@ def test_a_member_whose_bytes_are_not_its_digest_refuses_the_release(two_platfor
 
 def promote_platforms(host: str, ca: Path, folder: Path) -> subprocess.CompletedProcess[str]:
     """`build.py promote` of the two platforms' candidates, for a matrix of the one entry of two platforms."""
-    from torchimages import manifest
-
-    (folder / "matrix.yaml").write_text(f"registry: {host}/ml/pt\nimages:\n  - {{flavor: cuda, torch: '2.14.0', "
-                                        "cuda: '13.0', python: '3.11', platforms: [linux/amd64, linux/arm64]}\n")
-    manifest.write(platform_candidates(host), folder / "candidates.json")
-    (folder / "docker").mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, str(ROOT / "build.py"), "promote", "--tag", "v2.7", "--candidates",
-                           str(folder / "candidates.json"), "--matrix", str(folder / "matrix.yaml"), "--registry-ca",
-                           str(ca), "--plain", "--manifest", str(folder / "release.json")], cwd=folder,
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env={**os.environ, "DOCKER_CONFIG": str(folder / "docker")})
+    return promote_command(ca, folder, f"registry: {host}/ml/pt\nimages:\n  - {{flavor: cuda, torch: '2.14.0', "
+                                       "cuda: '13.0', python: '3.11', platforms: [linux/amd64, linux/arm64]}\n",
+                           platform_candidates(host))
 
 
 def test_no_index_is_written_over_a_platform_whose_release_tag_was_not(two_platforms: tuple[str, Path],

@@ -85,4 +85,3 @@ def test_scans_run_one_at_a_time_where_the_temporary_folder_holds_one(monkeypatc
         monkeypatch.setattr(publishstage.shutil, "disk_usage", lambda _path, free=free: SimpleNamespace(free=free))
         publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None)
         assert syft.most == most, (free, syft.most)
-
