@@ -43,6 +43,17 @@ HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's ho
 # Above the sum of the checks' own timeouts (each command in a container runs under `timeout`); past it pytest is
 # interrupted, and what ran until then is still reported (run_pytest).
 SUITE_TIMEOUT = 3600
+# How long a service may take to answer after its container starts: Jupyter, then sshd. An image of another platform
+# runs under its emulator, where every process the start runs (the entrypoint's doctor, ssh-keygen of the host keys)
+# is about ten times slower and the four servers of a suite start at once: an arm64 sshd missed 30 s on two cores
+# that the test session kept busy beside it.
+SERVICE_WAIT_S = {"jupyter": 90.0, "ssh": 30.0}
+EMULATED_WAIT_FACTOR = 6
+
+
+def service_wait(variant: str, emulated: bool) -> float:
+    """Seconds to wait for a variant's service to answer."""
+    return SERVICE_WAIT_S[variant] * (EMULATED_WAIT_FACTOR if emulated else 1)
 INTERRUPT_GRACE = 60
 TIERS = {"gpu-ready": "proven without a GPU", "needs-gpu": "needs a GPU"}  # set by tests/smoke/conftest.py
 
@@ -212,9 +223,9 @@ class SmokeRunner:
             "jupyter": None, "ssh": None,
         }
         if target.variant == "jupyter":
-            facts["jupyter"] = self._start_jupyter(target, tmp)
+            facts["jupyter"] = self._start_jupyter(target, tmp, service_wait("jupyter", facts["emulated"]))
         elif target.variant == "ssh":
-            facts["ssh"] = self._start_ssh(target, tmp)
+            facts["ssh"] = self._start_ssh(target, tmp, service_wait("ssh", facts["emulated"]))
         else:
             self.containers.start(target.tag, command=["sleep", "infinity"])
         first = self.containers.started[0]
@@ -223,7 +234,7 @@ class SmokeRunner:
         facts["gpu_note"] = self.containers.gpu_note
         return facts
 
-    def _start_jupyter(self, target: Target, tmp: Path) -> dict[str, Any]:
+    def _start_jupyter(self, target: Target, tmp: Path, wait_s: float) -> dict[str, Any]:
         """One server per way users start it; each must serve the same way."""
         servers = {}
         mount = tmp / "shared"
@@ -239,7 +250,7 @@ class SmokeRunner:
                                   "command": form.command, "uid": None, "mount": "/workspace/shared" if binds else None}
         for name, server in servers.items():
             try:
-                wait_http(f"{server['url']}/api", 90, self.containers, server["container"])
+                wait_http(f"{server['url']}/api", wait_s, self.containers, server["container"])
             except RuntimeError as exc:
                 raise RuntimeError(f"Jupyter started with {name} ({server['command'] or 'no command'}): {exc}") from None
             server["uid"] = int(self.containers.exec(server["container"], ["id", "-u"]).strip())
@@ -248,7 +259,7 @@ class SmokeRunner:
         generated["token"] = generated_token(generated["log"])
         return servers
 
-    def _start_ssh(self, target: Target, tmp: Path) -> dict[str, Any]:
+    def _start_ssh(self, target: Target, tmp: Path, wait_s: float) -> dict[str, Any]:
         """One sshd per way users start it, each with a key given at run time."""
         key = tmp / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
@@ -268,7 +279,7 @@ class SmokeRunner:
                                   "mounted_key": form.mounted_key}
         for name, server in servers.items():
             try:
-                wait_ssh(server["port"], 30, self.containers, server["container"])
+                wait_ssh(server["port"], wait_s, self.containers, server["container"])
             except RuntimeError as exc:
                 raise RuntimeError(f"sshd started with {name} ({server['command'] or 'no command'}): {exc}") from None
             server["user"] = self.containers.exec(server["container"], ["id", "-un"]).strip()

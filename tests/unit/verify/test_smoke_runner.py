@@ -125,3 +125,19 @@ def test_an_image_of_another_platform_than_the_engines_is_tested_as_emulated() -
         target = Target("img", "img", "base", "cuda", {"platform": platform})
         facts[(engine_arch, platform)] = runner._start(target, Path("/nonexistent"))["emulated"]
     assert facts == {("amd64", "linux/arm64"): True, ("amd64", "linux/amd64"): False, ("arm64", "linux/arm64"): False}
+
+
+def test_a_service_of_an_emulated_image_is_given_longer_to_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An arm64 sshd under the emulator missed 30 s on two busy cores (the test session's): the runner waits longer
+    for the services of an image of another platform than the engine's, and as long as before for its own."""
+    from torchimages.verify import smoke
+
+    waited = {}
+    monkeypatch.setattr(smoke, "wait_ssh", lambda port, timeout, containers, container: waited.setdefault(
+        platform, timeout))
+    for platform in ("linux/arm64", "linux/amd64"):
+        engine = FakeEngine(arch="amd64", images={"img": {"Id": "sha256:" + "a" * 64, "Config": {}}})
+        target = smoke.Target("img", "img", "ssh", "cuda", {"platform": platform})
+        (tmp_path / platform.replace("/", "-")).mkdir()
+        smoke.SmokeRunner(engine=engine.engine)._start(target, tmp_path / platform.replace("/", "-"))
+    assert waited == {"linux/arm64": 180.0, "linux/amd64": 30.0}
