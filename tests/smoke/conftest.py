@@ -39,6 +39,11 @@ class Facts:
         minutes there, or that only the engine's own platform can answer, leave it to a runner of the platform."""
         return bool(self.raw.get("emulated"))
 
+    def seconds(self, native: float) -> int:
+        """A time limit set for the engine's own platform, stretched by the runner's patience under emulation (every
+        process there is about ten times slower, and shares the cores with what runs beside it)."""
+        return round(native * self.raw.get("patience", 1))
+
     def __getattr__(self, name: str) -> Any:
         try:
             return self.raw[name]
@@ -60,6 +65,7 @@ def probe(host: Any, facts: Facts, name: str, *args: str, timeout: int = 120) ->
     """Run a probe script in the container's Python and parse its JSON; fail with its output if it broke."""
     python = facts.raw.get("python", "python")  # selfcheck passes the host's interpreter
     command = " ".join([shlex.quote(python), shlex.quote(f"{facts.probes}/{name}.py"), *map(shlex.quote, args)])
+    timeout = facts.seconds(timeout)
     result = run(host, command, timeout)
     if result.rc != 0:
         pytest.fail(f"probe {name} failed (exit {result.rc}; 124 means it hit its {timeout} s timeout):\n"

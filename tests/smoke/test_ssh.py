@@ -24,10 +24,12 @@ def server(server_name: str, facts: Facts) -> dict[str, Any]:
     return facts.ssh[server_name]
 
 
-def ssh(server: dict, *args: str, user: str | None = None, key: bool = True) -> subprocess.CompletedProcess[str]:
+def ssh(server: dict, *args: str, user: str | None = None, key: bool = True,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
     identity = ["-i", server["key"], "-o", "IdentitiesOnly=yes"] if key else []
     command = ["ssh", *OPTIONS, *identity, "-p", str(server["port"]), f"{user or server['user']}@127.0.0.1", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+                          stdin=subprocess.DEVNULL)
 
 
 def started_as(server: dict) -> str:
@@ -42,7 +44,8 @@ def test_key_login_runs_torch_with_the_container_environment(server_name: str, s
         pytest.skip(f"the image runs under emulation: torch over ssh runs in the {first_form!r} form; "
                     "this form's Python and environment are checked without importing torch")
     result = ssh(server, "-o", "BatchMode=yes",
-                 "python -c 'import os, torch; print(torch.__version__); print(os.environ.get(\"NVIDIA_VISIBLE_DEVICES\"))'")
+                 "python -c 'import os, torch; print(torch.__version__); print(os.environ.get(\"NVIDIA_VISIBLE_DEVICES\"))'",
+                 timeout=facts.seconds(60))
     assert result.returncode == 0, f"key login to sshd started with {started_as(server)} failed: {result.stderr}"
     version, visible = result.stdout.split()[:2]
     assert version.split("+")[0] == facts.expected["torch"].split("+")[0], "the ssh session runs another Python"

@@ -45,8 +45,8 @@ HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's ho
 SUITE_TIMEOUT = 3600
 # How long a service may take to answer after its container starts: Jupyter, then sshd. An image of another platform
 # runs under its emulator, where every process the start runs (the entrypoint's doctor, ssh-keygen of the host keys)
-# is about ten times slower and the four servers of a suite start at once: an arm64 sshd missed 30 s on two cores
-# that the test session kept busy beside it.
+# is about ten times slower and the four servers of a suite start at once: an arm64 sshd missed 30 s, and `import
+# torch` over ssh 60 s, on two cores the test session kept busy beside them. The suite's own limits stretch alike.
 SERVICE_WAIT_S = {"jupyter": 90.0, "ssh": 30.0}
 EMULATED_WAIT_FACTOR = 6
 
@@ -222,6 +222,7 @@ class SmokeRunner:
             "emulated": target.expected.get("platform", DEFAULT_PLATFORM) != self.engine.platform(),
             "jupyter": None, "ssh": None,
         }
+        facts["patience"] = EMULATED_WAIT_FACTOR if facts["emulated"] else 1  # the suite's time limits stretch by it
         if target.variant == "jupyter":
             facts["jupyter"] = self._start_jupyter(target, tmp, service_wait("jupyter", facts["emulated"]))
         elif target.variant == "ssh":
