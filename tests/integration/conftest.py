@@ -15,7 +15,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,6 @@ import requests
 import yaml
 
 from tests.buildpy import ROOT, build_py
-from tests.integration import beside
 from torchimages.containers import Containers
 from torchimages.engine import Engine
 from torchimages.input import compat, matrix, specs
@@ -62,75 +60,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda13: runs only with --cuda13 (the CUDA 13.0 line, a CUDA-sized image)")
 
 
-# The integration modules run in four groups. First those that hold little disk and may run beside the arm64 image's
-# emulated build and suite (tests/integration/beside.py), which starts with the session and overlaps the unit tests
-# too; then the arm64 modules, whose fixture waits for that work; then the modules that build a CUDA-sized image
-# (about 6 GB, and as much BuildKit cache), while the session holds only the CPU builds, so that their cache can go
-# whole when they end; then the rest.
-BESIDE_THE_WORK = ("test_build_cpu.py", "test_build_failures.py", "test_build_cache.py", "test_smoke.py",
-                   "test_selfcheck.py", "test_doctor_bench.py", "test_packaging.py", "test_compat_refresh_live.py",
-                   "test_lock.py")
-ARM64_MODULES = ("test_arm64_base.py", "test_arm64_cuda_image.py")
+# Modules that build a CUDA-sized image (about 6 GB, and as much BuildKit cache) run first among the integration
+# tests: the disk then holds nothing else of the session, and their cache can go whole when they end.
 CUDA_SIZED_MODULES = ("test_cuda_and_ngc_images.py",)
 OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13"}  # marker -> the option that runs it
 CUDA13_MATRIX = DATA / "cu130-py311.matrix.yaml"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The unit tests, then the integration modules in their groups (BESIDE_THE_WORK above); the opt-in CUDA-sized
-    tests (the builder comparisons without --compare-builders, the CUDA 13.0 line without --cuda13) are deselected
-    (counted as such), not skipped."""
-    items.sort(key=module_group)
+    """The CUDA-sized modules first (after the unit tests); the opt-in CUDA-sized tests (the builder comparisons
+    without --compare-builders, the CUDA 13.0 line without --cuda13) are deselected (counted as such), not skipped."""
+    integration = Path(__file__).parent
+    items.sort(key=lambda item: (Path(item.path).is_relative_to(integration), Path(item.path).name not in CUDA_SIZED_MODULES))
     off = [marker for marker, option in OPT_IN.items() if not config.getoption(option)]
     opted_in = [item for item in items if any(item.get_closest_marker(marker) for marker in off)]
     if opted_in:
         config.hook.pytest_deselected(items=opted_in)
         items[:] = [item for item in items if item not in opted_in]
-
-
-def module_group(item: pytest.Item) -> int:
-    if not Path(item.path).is_relative_to(Path(__file__).parent):
-        return 0
-    name = Path(item.path).name
-    for group, names in enumerate((BESIDE_THE_WORK, ARM64_MODULES, CUDA_SIZED_MODULES), start=1):
-        if name in names:
-            return group
-    return 4
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The BuildKit cache the session found is noted (the modules' cleanup prunes only what the session made); then
-    the work a selected module runs beside the session (its BESIDE_THE_SESSION) starts, when an engine answers."""
-    integration = Path(__file__).parent
-    if session.config.option.collectonly or not any(Path(i.path).is_relative_to(integration) for i in session.items):
-        return
-    client = engine_client()
-    if client is not None:
-        SESSION_CACHE.update(build_cache(client))
-    modules = {item.module.__name__: item.module for item in session.items
-               if hasattr(getattr(item, "module", None), "BESIDE_THE_SESSION")}
-    factory = session.config._tmp_path_factory  # the tmp_path_factory fixture's, which a hook cannot request
-    for name, module in modules.items():
-        beside.start(name, module.BESIDE_THE_SESSION, factory.mktemp(name.rpartition(".")[2]), now=client is not None)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Work beside the session that no module waited for (its tests deselected by a failure's -x) ends before the
-    session, and its images go."""
-    for work in beside.WORK.values():
-        if work.thread is not None:
-            work.thread.join()
-    client = engine_client(timeout=300) if beside.WORK else None
-    for image in client.images() if client else ():
-        for tag in image.get("RepoTags") or ():
-            if beside.is_its_tag(tag):
-                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                    client.remove_image(tag, force=True)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for line in beside.summary():
-        terminalreporter.write_line(line)
 
 
 def engine_client(timeout: int = 30) -> docker.APIClient | None:
@@ -216,34 +162,11 @@ def builder_way(request: pytest.FixtureRequest, builder_ways: dict[str, BuilderW
     return way
 
 
-# The bases are made by one caller at a time: the work beside the session makes some of them while tests run.
-BASES_LOCK = threading.Lock()
-
-
-def make_base() -> str:
-    with BASES_LOCK:
-        script("make-base-image.sh", BASE_IMAGE, timeout=600)
-    return BASE_IMAGE
-
-
-def make_arm64_base() -> str:
-    """Debian bookworm for linux/arm64, made here under emulation (trixie's qemu 10, registered by
-    scripts/setup-emulation.sh) and kept between sessions like the other bases."""
-    with BASES_LOCK:
-        script("setup-emulation.sh", timeout=300)
-        script("make-base-image.sh", ARM64_BASE_IMAGE, "arm64", timeout=900)
-    return ARM64_BASE_IMAGE
-
-
-def make_cuda_base(cuda_image: str, image: str, os_base: str) -> str:
-    with BASES_LOCK:
-        script("make-cuda-base-image.sh", cuda_image, image, os_base)
-    return image
-
-
 @pytest.fixture(scope="session")
 def base_image(api: docker.APIClient) -> str:
-    return make_base()
+    result = run(["bash", str(ROOT / "scripts" / "make-base-image.sh"), BASE_IMAGE], timeout=600)
+    assert result.returncode == 0, f"making the base image failed:\n{result.stdout}{result.stderr}"
+    return BASE_IMAGE
 
 
 ARM64_BASE_IMAGE = "torchimages/debian:bookworm-minbase-arm64"
@@ -251,7 +174,11 @@ ARM64_BASE_IMAGE = "torchimages/debian:bookworm-minbase-arm64"
 
 @pytest.fixture(scope="session")
 def arm64_base_image(api: docker.APIClient) -> str:
-    return make_arm64_base()
+    """Debian bookworm for linux/arm64, made here under emulation (trixie's qemu 10, registered by
+    scripts/setup-emulation.sh) and kept between sessions like the other bases."""
+    script("setup-emulation.sh", timeout=300)
+    script("make-base-image.sh", ARM64_BASE_IMAGE, "arm64", timeout=900)
+    return ARM64_BASE_IMAGE
 
 
 def script(name: str, *args: str, timeout: float = 900, env: dict[str, str] | None = None) -> None:
@@ -377,7 +304,9 @@ def cuda_wheelhouse() -> Path:
 @pytest.fixture(scope="session")
 def cuda_base_image(base_image: str) -> str:
     spec = entry_spec(CUDA_ENTRY)
-    return make_cuda_base(spec.cuda_image, f"torchimages/cuda:{spec.cuda_image}-base-debian12", base_image)
+    image = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
+    script("make-cuda-base-image.sh", spec.cuda_image, image, base_image)
+    return image
 
 
 def removed_at_the_end(api: docker.APIClient, build: EntryBuild) -> Iterator[EntryBuild]:
@@ -407,7 +336,8 @@ def cuda13_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytes
     wheels = ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}"
     script("make-wheelhouse.sh", str(wheels), DEBIAN_PYTHON, f"torch=={spec.torch}", *spec.domain_pins, "numpy",
            f"jupyterlab=={SETTINGS.jupyterlab}", f"notebook=={SETTINGS.notebook}", "ipykernel", timeout=1800)
-    base = make_cuda_base(spec.cuda_image, f"torchimages/cuda:{spec.cuda_image}-base-debian12", base_image)
+    base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
+    script("make-cuda-base-image.sh", spec.cuda_image, base, base_image)
     yield from removed_at_the_end(api, build_entry(
         spec, tmp_path_factory.mktemp("cuda13-build"), "--base-image", base, "--wheelhouse", str(wheels), "--offline",
         "--builder", "buildkit", matrix_file=CUDA13_MATRIX))
@@ -519,7 +449,6 @@ def registry(api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory) ->
 
 KEPT: set[str] = set()  # tags of the session's CPU builds, which later modules use
 KEPT_CACHE: set[str] = set()  # BuildKit cache records those builds made: the later BuildKit builds of the CPU entry
-SESSION_CACHE: set[str] = set()  # BuildKit cache records the session found (noted when work beside it starts)
 BASES = "torchimages/"  # the bases setup and the fixtures make: kept (scripts/free-disk.sh keeps them too)
 
 
@@ -529,15 +458,12 @@ def build_cache(client: docker.APIClient) -> frozenset[str]:
 
 
 def kept(make: Callable[[], EntryBuild]) -> EntryBuild:
-    """A build of the session: its tags and BuildKit cache records stay when the module that made it ends. The records
-    are those that appeared during the build, so none is taken while work runs beside the session: its records would
-    be taken for the build's, and kept for the whole session (measured: the CUDA-sized module then left 8 GB behind).
-    The one kept build that runs beside it, the CPU entry's, is the classic builder's: it makes no record."""
+    """A build of the session: its tags and BuildKit cache records stay when the module that made it ends."""
     client = engine_client(timeout=300)
     before = build_cache(client) if client else frozenset()
     build = make()
     KEPT.update(build.tags.values())
-    if client and not beside.running():
+    if client:
         KEPT_CACHE.update(build_cache(client) - before)
     return build
 
@@ -547,45 +473,36 @@ class EngineState:
     containers: frozenset[str]
     images: frozenset[str]
     tags: frozenset[str]
+    cache: frozenset[str]
 
     @classmethod
     def of(cls, client: docker.APIClient) -> EngineState:
         images = client.images()
         return cls(frozenset(c["Id"] for c in client.containers(all=True)), frozenset(i["Id"] for i in images),
-                   frozenset(t for i in images for t in i.get("RepoTags") or () if t != "<none>:<none>"))
+                   frozenset(t for i in images for t in i.get("RepoTags") or () if t != "<none>:<none>"),
+                   build_cache(client))
 
     def made_since(self, client: docker.APIClient) -> tuple[list[str], list[str], list[str]]:
-        """The containers, tags and untagged images made since this state, less the session's own (KEPT, BASES) and
-        those of the work beside the session (its tags, and the containers of its images)."""
-        images = client.images()
-        tags = sorted(t for i in images for t in i.get("RepoTags") or () if t != "<none>:<none>" and t not in self.tags
-                      and t not in KEPT and not t.startswith(BASES) and not beside.is_its_tag(t))
-        untagged = [i["Id"] for i in images if i["Id"] not in self.images
+        """The containers, tags and untagged images made since this state, less the session's own (KEPT, BASES)."""
+        now = EngineState.of(client)
+        tags = sorted(t for t in now.tags - self.tags if t not in KEPT and not t.startswith(BASES))
+        untagged = [i["Id"] for i in client.images() if i["Id"] not in self.images
                     and not [t for t in i.get("RepoTags") or () if t != "<none>:<none>"]]
-        besides = {i["Id"] for i in images if any(beside.is_its_tag(t) for t in i.get("RepoTags") or ())}
-        containers = sorted(c["Id"] for c in client.containers(all=True)
-                            if c["Id"] not in self.containers and c["ImageID"] not in besides
-                            and not beside.is_its_tag(c["Image"]))
-        return containers, tags, untagged
+        return sorted(now.containers - self.containers), tags, untagged
 
-
-def prune_cache_of_the_session(client: docker.APIClient) -> None:
-    """BuildKit's cache records made since the session started, less the session's own, record by record (a parent
-    goes once its children have: a few rounds). While the session keeps no record, the whole cache goes: a record-by-
-    record prune was measured to leave a 5 GB snapshot of the CUDA build behind, listed by no record. Nothing is
-    pruned while work runs beside the session (a prune during a build can hang it, docker/cli#4021): the next module
-    that ends after it prunes what both made."""
-    if beside.running():
-        return
-    if not KEPT_CACHE and not SESSION_CACHE:
-        client.prune_builds(all=True)
-        return
-    for _ in range(8):
-        made = build_cache(client) - SESSION_CACHE - KEPT_CACHE
-        deleted = [record for record in made
-                   if client.prune_builds(filters={"id": record}, all=True).get("CachesDeleted")]
-        if not deleted:
+    def prune_cache_made_since(self, client: docker.APIClient) -> None:
+        """BuildKit's cache records made since this state, less the session's own, record by record (a parent goes
+        once its children have: a few rounds). While the session keeps no record, the whole cache goes: a record-by-
+        record prune was measured to leave a 5 GB snapshot of the CUDA build behind, listed by no record."""
+        if not KEPT_CACHE and not self.cache:
+            client.prune_builds(all=True)
             return
+        for _ in range(8):
+            made = build_cache(client) - self.cache - KEPT_CACHE
+            deleted = [record for record in made
+                       if client.prune_builds(filters={"id": record}, all=True).get("CachesDeleted")]
+            if not deleted:
+                return
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -597,15 +514,14 @@ def module_cleaned_up() -> Iterator[None]:
     yield
     if client is None or before is None:
         return
-    with BASES_LOCK:  # not while a base is made beside: its build's containers and untagged images are not ours
-        containers, tags, untagged = before.made_since(client)
-        for container in containers:
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                client.remove_container(container, force=True, v=True)
-        for reference in [*tags, *untagged]:
-            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # a parent of a kept image stays
-                client.remove_image(reference, force=True)
-    prune_cache_of_the_session(client)
+    containers, tags, untagged = before.made_since(client)
+    for container in containers:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            client.remove_container(container, force=True, v=True)
+    for reference in [*tags, *untagged]:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # a parent of a kept image stays
+            client.remove_image(reference, force=True)
+    before.prune_cache_made_since(client)
 
 
 # A one-entry CPU matrix, for the tests that render, fail or build it on their own.

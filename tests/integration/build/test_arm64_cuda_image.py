@@ -4,33 +4,23 @@ and ssh variant built by BuildKit, as the release workflow builds. torch's aarch
 platform's pip (TORCH_INSTALL=cross): every wheel is the real aarch64 one, no emulator unpacks them. The suite then runs
 in the arm64 containers: versions, hygiene, the GPU-ready tier (CUDA, cuDNN and NCCL read from the aarch64 libraries,
 every CUDA library loads, the aarch64 wheel's kernels cover what the compat data claims for arm64, one copy of each)
-and the ssh service as users start it.
-
-The build and the suites are emulated and single-core: they run beside the session (tests/integration/beside.py),
-from its start, while the unit tests and the modules that hold little disk run on the other core; this module's
-tests wait for them and read what they left."""
+and the ssh service as users start it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import docker
 import pytest
 
 from torchimages.input import matrix, specs
 
-from .. import beside
 from ..conftest import (
     DATA,
     DEBIAN_PYTHON,
     ROOT,
     EntryBuild,
     build_entry,
-    make_arm64_base,
-    make_base,
-    make_cuda_base,
     removed_at_the_end,
     script,
     smoke_test,
@@ -40,51 +30,27 @@ MATRIX = DATA / "cu130-py311-platforms.matrix.yaml"
 ARM64 = "linux/arm64"
 
 
-@dataclass(frozen=True)
-class Arm64Run:
-    build: EntryBuild
-    smoke: tuple[object, dict]
-
-
-def build_and_test(folder: Path) -> Arm64Run:
-    """The arm64 base, the aarch64 wheels and both CUDA bases, the entry built for linux/arm64 (the amd64 base is the
-    cross-installer's: the build platform's pip installs the aarch64 wheels), then its suites."""
+@pytest.fixture(scope="module")
+def arm64_cuda_build(api: docker.APIClient, base_image: str, arm64_base_image: str,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
     spec = specs.resolve(matrix.load(MATRIX)).specs[0]
-    os_bases = {"linux/amd64": make_base(), ARM64: make_arm64_base()}
     wheels = ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}-aarch64"
     script("make-wheelhouse.sh", str(wheels), DEBIAN_PYTHON, f"torch=={spec.torch}", *spec.domain_pins, "numpy",
            timeout=1800, env={"WHEEL_MACHINE": "aarch64"})
-    bases = {platform: make_cuda_base(str(spec.cuda_image), f"torchimages/cuda:{spec.cuda_image}-base-debian12"
-                                      f"{'-arm64' if platform == ARM64 else ''}", os_base)
-             for platform, os_base in os_bases.items()}
-    (folder / "build").mkdir()
-    build = build_entry(
-        spec, folder / "build", "--platform", ARM64, "--base-image", bases["linux/amd64"],
+    bases = {}
+    for platform, os_base in (("linux/amd64", base_image), (ARM64, arm64_base_image)):
+        bases[platform] = f"torchimages/cuda:{spec.cuda_image}-base-debian12{'-arm64' if platform == ARM64 else ''}"
+        script("make-cuda-base-image.sh", str(spec.cuda_image), bases[platform], os_base)
+    # The amd64 base is the cross-installer's: the build platform's pip installs the aarch64 wheels
+    yield from removed_at_the_end(api, build_entry(
+        spec, tmp_path_factory.mktemp("arm64-cuda"), "--platform", ARM64, "--base-image", bases["linux/amd64"],
         "--base-image", f"{ARM64}={bases[ARM64]}", "--wheelhouse", str(wheels), "--offline", "--builder", "buildkit",
-        matrix_file=MATRIX, release=beside.RELEASE)
-    (folder / "smoke").mkdir()
-    return Arm64Run(build, smoke_test(build, folder / "smoke"))
-
-
-BESIDE_THE_SESSION = build_and_test
+        matrix_file=MATRIX))
 
 
 @pytest.fixture(scope="module")
-def arm64_run(api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arm64Run]:
-    done = beside.result(__name__, build_and_test, lambda: tmp_path_factory.mktemp("arm64-cuda"))
-    assert isinstance(done, Arm64Run)
-    for build in removed_at_the_end(api, done.build):  # its images go when the module ends
-        yield Arm64Run(build, done.smoke)
-
-
-@pytest.fixture(scope="module")
-def arm64_cuda_build(arm64_run: Arm64Run) -> EntryBuild:
-    return arm64_run.build
-
-
-@pytest.fixture(scope="module")
-def arm64_cuda_smoke(arm64_run: Arm64Run) -> tuple[object, dict]:
-    return arm64_run.smoke
+def arm64_cuda_smoke(arm64_cuda_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> tuple[object, dict]:
+    return smoke_test(arm64_cuda_build, tmp_path_factory.mktemp("arm64-cuda-smoke"))
 
 
 def test_each_image_is_an_arm64_image_named_and_labelled_so(api: docker.APIClient, arm64_cuda_build: EntryBuild) -> None:
