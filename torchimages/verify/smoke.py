@@ -43,19 +43,15 @@ HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's ho
 # Above the sum of the checks' own timeouts (each command in a container runs under `timeout`); past it pytest is
 # interrupted, and what ran until then is still reported (run_pytest).
 SUITE_TIMEOUT = 3600
-# How long a service may take to answer after its container starts: Jupyter, then sshd. An image of another platform
-# runs under its emulator, where every process the start runs (the entrypoint's doctor, ssh-keygen of the host keys)
-# is about ten times slower and the four servers of a suite start at once: an arm64 sshd missed 30 s, and `import
-# torch` over ssh 60 s, on two cores the test session kept busy beside them. The suite's own limits stretch alike.
-SERVICE_WAIT_S = {"jupyter": 90.0, "ssh": 30.0}
-EMULATED_WAIT_FACTOR = 6
-
-
-def service_wait(variant: str, emulated: bool) -> float:
-    """Seconds to wait for a variant's service to answer."""
-    return SERVICE_WAIT_S[variant] * (EMULATED_WAIT_FACTOR if emulated else 1)
 INTERRUPT_GRACE = 60
 TIERS = {"gpu-ready": "proven without a GPU", "needs-gpu": "needs a GPU"}  # set by tests/smoke/conftest.py
+# How long a service may take to answer after its container starts. An image of another platform runs under its
+# emulator, where every process the start runs (the entrypoint's doctor, ssh-keygen of the host keys) is about ten
+# times slower and the four servers of a suite start at once: there the waits, and the suite's own limits (the
+# facts' `patience`), stretch by EMULATED_PATIENCE. An arm64 sshd missed 30 s, and `import torch` over ssh 60 s, on
+# two cores busy with other work.
+SERVICE_WAIT_S = {"jupyter": 90.0, "ssh": 30.0}
+EMULATED_PATIENCE = 6
 
 
 @dataclass(frozen=True)
@@ -222,11 +218,11 @@ class SmokeRunner:
             "emulated": target.expected.get("platform", DEFAULT_PLATFORM) != self.engine.platform(),
             "jupyter": None, "ssh": None,
         }
-        facts["patience"] = EMULATED_WAIT_FACTOR if facts["emulated"] else 1  # the suite's time limits stretch by it
+        facts["patience"] = EMULATED_PATIENCE if facts["emulated"] else 1
         if target.variant == "jupyter":
-            facts["jupyter"] = self._start_jupyter(target, tmp, service_wait("jupyter", facts["emulated"]))
+            facts["jupyter"] = self._start_jupyter(target, tmp, SERVICE_WAIT_S["jupyter"] * facts["patience"])
         elif target.variant == "ssh":
-            facts["ssh"] = self._start_ssh(target, tmp, service_wait("ssh", facts["emulated"]))
+            facts["ssh"] = self._start_ssh(target, tmp, SERVICE_WAIT_S["ssh"] * facts["patience"])
         else:
             self.containers.start(target.tag, command=["sleep", "infinity"])
         first = self.containers.started[0]
