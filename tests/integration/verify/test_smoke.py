@@ -11,9 +11,11 @@ import pytest
 
 from torchimages.containers import Containers
 from torchimages.engine import Engine
-from torchimages.verify.smoke import NO_GPU, SSH_FORMS, SmokeResult, SmokeRunner, Target
+from torchimages.verify.smoke import NO_GPU, SSH_FORMS, Check, SmokeResult, SmokeRunner, Target
 
 from ..conftest import EntryBuild
+
+NEEDS_GPU = "needs-gpu"  # the tier of the checks only a GPU proves (tests/smoke/conftest.py)
 
 
 def test_cpu_images_pass_every_non_gpu_check(smoke_run: tuple) -> None:
@@ -29,7 +31,7 @@ def test_cpu_images_pass_every_non_gpu_check(smoke_run: tuple) -> None:
 def test_gpu_checks_are_skipped_with_their_reason_never_passed(smoke_run: tuple) -> None:
     result, report = smoke_run
     base = next(r for r in report["images"] if r["variant"] == "base")["stages"]["smoke"]
-    gpu_checks = [c for c in base["checks"] if c["tier"] == "needs-gpu"]
+    gpu_checks = [c for c in base["checks"] if c["tier"] == NEEDS_GPU]
     assert {c["name"].split("::")[0] for c in gpu_checks} == {"test_gpu", "test_compute"}, gpu_checks
     assert gpu_checks and all(c["outcome"] == "skipped" and NO_GPU in c["message"] for c in gpu_checks), gpu_checks
     assert base["skipped_no_gpu"] == len(gpu_checks) >= 8
@@ -57,19 +59,23 @@ def broken(api: docker.APIClient, dockerfile: str, tag: str) -> str:
     return tag
 
 
+# The base variant's three cases share one suite, as each costs a whole base suite (about 30 s, 20 of them torch.compile):
+# the image with the wrong label, run with --require-gpu and Docker's default /dev/shm. Each test takes the failures of
+# its own cause (base_failures), and the label's test checks that no failure is left over.
+BASE_CASE = "label"
+
+
 @pytest.fixture(scope="module")
 def suites(api: docker.APIClient, cpu_build: EntryBuild) -> Iterator[dict[str, SmokeResult]]:
-    """The suite on each deliberately broken image, on the good base with --require-gpu, and on the good base with
-    Docker's default /dev/shm: two suites at a time, each with a runner of its own (each takes about 20 s alone)."""
+    """The suite on each deliberately broken image (the base's with --require-gpu and Docker's default /dev/shm too):
+    two suites at a time, each with a runner of its own (each takes 20 to 30 s alone)."""
     runs: dict[str, tuple[SmokeRunner, Target]] = {}
     for case, (variant, added) in BROKEN.items():
         tag = broken(api, f"FROM {cpu_build.tags[variant]}\n{added}", f"torchimages-broken:{case}")
-        runs[case] = (SmokeRunner(), Target(f"broken-{case}", tag, variant, "cpu", cpu_build.expected))
-    base = Target(image="base", tag=cpu_build.tags["base"], variant="base", flavor="cpu", expected=cpu_build.expected)
-    runs["require-gpu"] = (SmokeRunner(require_gpu=True), base)
-    default_shm = SmokeRunner()
-    default_shm.containers.shm_size = None
-    runs["default-shm"] = (default_shm, base)
+        runner = SmokeRunner(require_gpu=case == BASE_CASE)
+        if case == BASE_CASE:
+            runner.containers.shm_size = None
+        runs[case] = (runner, Target(f"broken-{case}", tag, variant, "cpu", cpu_build.expected))
     try:
         with ThreadPoolExecutor(max_workers=2) as pool:
             futures = {case: pool.submit(runner.run, target) for case, (runner, target) in runs.items()}
@@ -79,10 +85,23 @@ def suites(api: docker.APIClient, cpu_build: EntryBuild) -> Iterator[dict[str, S
             api.remove_image(f"torchimages-broken:{case}", force=True)
 
 
+def base_failures(result: SmokeResult) -> dict[str, list[Check]]:
+    """The base case's failed checks by cause: the GPU checks (--require-gpu), the DataLoader (the default /dev/shm),
+    and the rest."""
+    causes: dict[str, list[Check]] = {"require-gpu": [], "default-shm": [], "rest": []}
+    for check in result.checks:
+        if check.outcome == "failed":
+            cause = ("require-gpu" if check.tier == NEEDS_GPU else
+                     "default-shm" if check.name.endswith("test_dataloader_with_workers_through_shm") else "rest")
+            causes[cause].append(check)
+    return causes
+
+
 def test_require_gpu_turns_skips_into_failures(suites: dict[str, SmokeResult]) -> None:
-    result = suites["require-gpu"]
-    failed = [c for c in result.checks if c.outcome == "failed"]
-    assert failed and all("--require-gpu" in c.message for c in failed), [c.name for c in failed]
+    result = suites[BASE_CASE]
+    needs_gpu = [c for c in result.checks if c.tier == NEEDS_GPU]
+    assert len(needs_gpu) >= 8 and base_failures(result)["require-gpu"] == needs_gpu, [c.name for c in needs_gpu]
+    assert all("--require-gpu" in c.message for c in needs_gpu), [c.message for c in needs_gpu]
     assert result.skipped_no_gpu == 0 and not result.ok
 
 
@@ -91,7 +110,7 @@ def failures(result: SmokeResult) -> dict[str, str]:
 
 
 def test_torch_other_than_the_labels_say_fails(suites: dict[str, SmokeResult], cpu_build: EntryBuild) -> None:
-    found = failures(suites["label"])
+    found = {c.name: c.message for c in base_failures(suites[BASE_CASE])["rest"]}  # no failure of another cause
     assert list(found) == ["test_versions::test_labels_match_the_image"], found
     assert f"label io.torchimages.torch='2.12.0' but the image has '{cpu_build.spec.torch}'" in next(iter(found.values()))
 
@@ -139,5 +158,5 @@ def test_a_default_dev_shm_gives_the_doctors_hint_and_the_suites_failure(api: do
         assert "/dev/shm is 64 MB: add --shm-size 16g" in api.logs(container).decode()
     finally:
         api.remove_container(container, force=True)
-    [dataloader] = [c for c in suites["default-shm"].checks if c.name.endswith("test_dataloader_with_workers_through_shm")]
-    assert dataloader.outcome == "failed" and "start the container with a larger --shm-size" in dataloader.message, dataloader
+    [dataloader] = base_failures(suites[BASE_CASE])["default-shm"]
+    assert "start the container with a larger --shm-size" in dataloader.message, dataloader
