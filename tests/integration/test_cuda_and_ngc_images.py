@@ -97,9 +97,9 @@ def test_cuda_variants_share_every_base_layer(api: docker.APIClient, cuda_build:
         assert cuda_build.record(variant)["adds_bytes"] < 300e6, cuda_build.record(variant)
 
 
-def test_cuda_version_checks_fail_on_other_declared_versions(cuda_suites: dict[str, SmokeResult]) -> None:
+def test_cuda_version_checks_fail_on_other_declared_versions(broken_cuda_suite: SmokeResult) -> None:
     """The image declared with another cuDNN and NCCL: the checks read from the libraries must fail."""
-    failed = {c.name: c.message for c in cuda_suites["broken"].checks if c.outcome == "failed"}
+    failed = {c.name: c.message for c in broken_cuda_suite.checks if c.outcome == "failed"}
     assert set(failed) >= WRONG_FACTS, failed
     message = failed["test_gpu_ready::test_versions_read_from_the_libraries"]
     assert "cudnn 8.9.2" in message and "the entry declares 9.1.0" in message, message
@@ -176,7 +176,7 @@ BROKEN_COPY = {"test_gpu_ready::test_every_cuda_library_loads", "test_gpu_ready:
 
 
 @pytest.fixture(scope="module")
-def cuda_suites(api: docker.APIClient, cuda_build: EntryBuild) -> Iterator[dict[str, SmokeResult]]:
+def broken_cuda_suite(api: docker.APIClient, cuda_build: EntryBuild) -> Iterator[SmokeResult]:
     """The suite on a broken copy of the CUDA base (a base cuDNN beside the wheel's, a truncated library, a claimed GPU
     generation without kernels, one declared in TORCH_CUDA_ARCH_LIST), declared with other versions."""
     site = f"/opt/venv/lib/python{cuda_build.spec.python}/site-packages/nvidia"
@@ -191,16 +191,15 @@ def cuda_suites(api: docker.APIClient, cuda_build: EntryBuild) -> Iterator[dict[
                     {**cuda_build.expected, "cudnn": "9.1.0.70", "nccl": "2.21.5",
                      "archs": [*cuda_build.expected["archs"], "10.0"]})
     try:
-        yield {"broken": SmokeRunner().run(target)}
+        yield SmokeRunner().run(target)
     finally:
         api.remove_image("torchimages-broken:cuda-twice", force=True)
 
 
 def test_cuda_image_with_a_second_cudnn_and_a_broken_library_fails_the_gpu_ready_tier(
-        cuda_suites: dict[str, SmokeResult]) -> None:
+        broken_cuda_suite: SmokeResult) -> None:
     """A base cuDNN beside the wheel's, a truncated library, a claimed GPU generation without kernels: each fails."""
-    result = cuda_suites["broken"]
-    failed = {c.name: c.message for c in result.checks if c.outcome == "failed"}
+    failed = {c.name: c.message for c in broken_cuda_suite.checks if c.outcome == "failed"}
     assert set(failed) - WRONG_FACTS == BROKEN_COPY, failed  # nothing else fails
     assert "/usr/local/lib/libcurand.so.10: loading it killed the process" in failed["test_gpu_ready::test_every_cuda_library_loads"]
     assert "/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.7" in failed["test_gpu_ready::test_one_copy_of_each_cuda_library"]
