@@ -37,6 +37,7 @@ class Settings:
     jupyterlab: str = "4.6.6"
     notebook: str = "7.6.5"  # Notebook 7.6 requires JupyterLab 4.6
     uv: str = "0.13.9"
+    ninja: str = "1.13.2"  # the devel variant's: torch.utils.cpp_extension builds with it
 
 
 SETTINGS = Settings()

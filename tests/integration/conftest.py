@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Modules that build a CUDA-sized image (about 6 GB, and as much BuildKit cache) run first among the integration
 # tests: the disk then holds nothing else of the session, and their cache can go whole when they end.
-CUDA_SIZED_MODULES = ("test_cuda_and_ngc_images.py",)
+CUDA_SIZED_MODULES = ("test_cuda_and_ngc_images.py", "test_devel_image.py")
 OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13"}  # marker -> the option that runs it
 CUDA13_MATRIX = DATA / "cu130-py311.matrix.yaml"
 
@@ -238,13 +238,14 @@ def build_entry(spec: specs.ImageSpec, out: Path, *options: str, matrix_file: Pa
                       matrix=matrix_file, env=env, options=options, release=release)
 
 
-def smoke_test(build: EntryBuild, folder: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
-    """`build.py test` on a built entry, two suites at a time; the result and the report it wrote."""
+def smoke_test(build: EntryBuild, folder: Path, only: str | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`build.py test` on a built entry (or the images `only` matches), two suites at a time; the result and the
+    report it wrote."""
     report = folder / "report.json"
     shutil.copyfile(build.report_path, report)
     platforms = [word for platform in sorted({r["platform"] for r in build.report["images"]})
                  for word in ("--platform", platform)]  # the platforms it was built for
-    result = build_py("test", "--matrix", str(build.matrix), "--tag", build.release, "--only", f"{build.spec.name}*",
+    result = build_py("test", "--matrix", str(build.matrix), "--tag", build.release, "--only", only or f"{build.spec.name}*",
                       *platforms, "--jobs", "2", "--report", str(report), timeout=1200, env=build.env)
     return result, {**json.loads(report.read_text()), "_path": str(report)}
 

@@ -19,7 +19,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_validate_default_matrix() -> None:
     result = run_cli("validate")
     assert result.returncode == 0, result.stderr
-    assert "matrix.yaml: valid: 4 entries, 12 images" in result.stdout
+    assert "matrix.yaml: valid: 4 entries, 14 images" in result.stdout
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -48,8 +48,8 @@ def test_matrix_github_format_lists_every_image() -> None:
     result = run_cli("matrix", "--format", "github", "--tag", "v2.7")
     assert result.returncode == 0, result.stderr
     include = json.loads(result.stdout)["include"]
-    assert len(include) == 12
-    assert {row["variant"] for row in include} == {"base", "jupyter", "ssh"}
+    assert len(include) == 14
+    assert {row["variant"] for row in include} == {"base", "jupyter", "ssh", "devel"}
     first = include[0]
     assert first["tag"] == "registry.example.com/ml/pytorch:v2.7-torch2.3.1-cu121-cudnn8.9-py3.11"
     assert (first["torch"], first["cuda"], first["cudnn"], first["python"]) == ("2.3.1", "12.1", "8.9.2.26", "3.11")
@@ -103,8 +103,8 @@ def test_another_matrix_names_the_folder_its_contexts_are_rendered_into(tmp_path
 def test_main_command_dry_run_lists_the_whole_matrix_without_an_engine() -> None:
     result = run_cli("--tag", "v2.7", "--dry-run", "--jobs", "2")
     assert result.returncode == 0, result.stderr
-    assert "plan for release v2.7: 12 images from the contexts in images/, 2 at a time; no engine touched" in result.stdout
-    assert " 12. torch2.13.0-cpu-py3.11-ssh" in result.stdout
+    assert "plan for release v2.7: 14 images from the contexts in images/, 2 at a time; no engine touched" in result.stdout
+    assert " 14. torch2.13.0-cpu-py3.11-ssh" in result.stdout
     assert "order:   after torch2.13.0-cpu-py3.11" in result.stdout
     assert "context: images/torch2.13.0-cpu-py3.11-ssh" in result.stdout
 

@@ -67,14 +67,17 @@ class BuildInputs:
             args["OFFLINE"] = "1"
         return args
 
-    def fill_context(self, context: Path, *, installs_torch: bool, platform: str = DEFAULT_PLATFORM) -> None:
+    def fill_context(self, context: Path, *, installs_torch: bool, platform: str = DEFAULT_PLATFORM,
+                     stack_wheels: tuple[str, ...] = ()) -> None:
         """Put the CA bundle and the wheelhouse where the builder stages COPY them from.
 
         torch and the CUDA libraries it pulls (several GB) go only into builds that install torch:
         a variant or an NGC image already has them, and each wheel in a context is sent to the
-        engine and stored in a builder layer. Only the wheels that run on the build's platform go: one wheelhouse
+        engine and stored in a builder layer; a variant gets only those of them it installs itself (`stack_wheels`,
+        projects: the devel variant's compiler). Only the wheels that run on the build's platform go: one wheelhouse
         may hold every platform's.
         """
+        wanted = {canonical(name) for name in stack_wheels}
         config = context / "build-config"
         if not config.is_dir():
             return
@@ -83,8 +86,19 @@ class BuildInputs:
         if self.wheelhouse:
             machine = PLATFORMS[platform]
             for wheel in sorted(self.wheelhouse.glob("*.whl")):
-                if (installs_torch or not TORCH_STACK_WHEEL.match(wheel.name)) and runs_on(wheel.name, machine):
+                needed = installs_torch or not TORCH_STACK_WHEEL.match(wheel.name) or wheel_project(wheel.name) in wanted
+                if needed and runs_on(wheel.name, machine):
                     link_or_copy(wheel, config / "wheelhouse" / wheel.name)
+
+
+def canonical(project: str) -> str:
+    """A project name as PEP 503 normalizes it (nvidia_cuda_nvcc, NVIDIA-CUDA-NVCC -> nvidia-cuda-nvcc)."""
+    return re.sub(r"[-_.]+", "-", project).lower()
+
+
+def wheel_project(wheel: str) -> str:
+    """The normalized project of a wheel file name (its first dash-separated part)."""
+    return canonical(wheel.split("-", 1)[0])
 
 
 def runs_on(wheel: str, machine: str) -> bool:

@@ -121,6 +121,14 @@ def job_of(plan: Plan, release: str, images_dir: Path, image: PlatformImage, spe
                     base_image=(base_for(image.platform) or spec.base_image) if is_base else plan.tag(release, base))
 
 
+def platform_args(job: BuildJob) -> dict[str, str]:
+    """What a Dockerfile rendered for the default platform is told of another: a devel image's arch list (the GPU
+    generations of that platform's torch wheel)."""
+    if job.variant != "devel" or job.platform == DEFAULT_PLATFORM or not job.spec.devel_pip:
+        return {}
+    return {"TORCH_CUDA_ARCH_LIST": job.spec.cuda_arch_list(job.platform)}
+
+
 class BuildRunner:
     """Runs jobs on up to `jobs` threads; a variant starts when its base is built."""
 
@@ -190,12 +198,13 @@ class BuildRunner:
             context = Path(tmp) / "context"
             copy_context(job.context, context)
             self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc",
-                                     platform=job.platform)
+                                     platform=job.platform,
+                                     stack_wheels=job.spec.devel_wheels if job.variant == "devel" else ())
             base_arg = (self.inputs.base_for(job.platform) if job.variant == "base" else job.base_image) or None
             if why := self._platform_problem(job, base_arg or from_default(context)):
                 outcome = BuildOutcome(job.image, job.tag, error=why)
                 return self._ended(job, outcome, started, digest=None, previous=None, reused=False)
-            buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job)}
+            buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job), **platform_args(job)}
             digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
             labels = {**({CONTENT_LABEL: digest} if digest else {}), PLATFORM_LABEL: job.platform}
             previous = None if self.engine.no_cache else self.cache.reusable(job.image, digest)

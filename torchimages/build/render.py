@@ -17,6 +17,7 @@ import jinja2
 
 from .. import consoles
 from ..errors import UserError
+from ..input.matrix import DEFAULT_PLATFORM
 from ..input.specs import ImageSpec, Plan
 from ..settings import SETTINGS, Settings
 
@@ -91,7 +92,8 @@ def _description(spec: ImageSpec, variant: str) -> str:
     stack = f"PyTorch {spec.torch}, Python {spec.python}"
     if spec.cuda:
         stack += f", CUDA {spec.cuda}, cuDNN {spec.cudnn}, NCCL {spec.nccl}"
-    extra = {"base": "", "jupyter": " with JupyterLab", "ssh": " with an SSH server"}[variant]
+    extra = {"base": "", "jupyter": " with JupyterLab", "ssh": " with an SSH server",
+             "devel": " with nvcc and the CUDA headers"}[variant]
     return stack + extra
 
 
@@ -113,6 +115,8 @@ def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, *, variant: str
         "base_tag": plan.tag(release, spec.name), "base_reference": plan.base_reference(spec),
         "template": TEMPLATE, "matrix_file": Path(plan.file).name,
         "image_facts": image_facts(spec),
+        "default_platform": DEFAULT_PLATFORM,
+        "devel_cuda_home": spec.devel_cuda_home or "",
         "uses": [],  # what the rendered Dockerfile COPYs, declared by the template (macros.build_args)
         "buildkit": False,
     }

@@ -131,6 +131,22 @@ class OsRelease:
 
 
 @dataclass(frozen=True)
+class CudaCompiler:
+    """Where nvcc of a CUDA line comes from for a devel image: a PyPI requirement installing it under `home` in
+    site-packages, or (pypi None) only NVIDIA's devel image, PyPI having none (`why`)."""
+
+    line: str  # "13.0", or a major ("12") for every minor of it
+    pypi: str | None
+    home: str | None
+    nvcc: str | None
+    wheels: tuple[str, ...]  # the projects `pypi` installs that torch's wheels did not
+    machines: tuple[str, ...]
+    why: str | None
+    devel_image: str | None
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class CompatData:
     sources: dict[str, str]
     torch: tuple[TorchRelease, ...]
@@ -139,6 +155,7 @@ class CompatData:
     family_driver: dict[str, str]
     ubuntu_by_cuda: dict[str, tuple[str, ...]]
     os_releases: tuple[OsRelease, ...]
+    compilers: tuple[CudaCompiler, ...] = ()
 
     def torch_release(self, version: str) -> TorchRelease | None:
         """Exact release, or the newest patch of a short version ('2.3' -> 2.3.1)."""
@@ -166,6 +183,11 @@ class CompatData:
     def family_min_driver(self, cuda: str) -> str | None:
         """Oldest driver that runs CUDA X.* through minor-version compatibility."""
         return self.family_driver.get(cuda.split(".", maxsplit=1)[0])
+
+    def cuda_compiler(self, cuda: str) -> CudaCompiler | None:
+        """The compiler source of CUDA X.Y: its own line's, else its major's."""
+        lines = {c.line: c for c in self.compilers}
+        return lines.get(".".join(cuda.split(".")[:2])) or lines.get(cuda.split(".", maxsplit=1)[0])
 
     def os_for_python(self, python: str) -> OsRelease | None:
         return next((o for o in self.os_releases if o.python == python), None)
@@ -268,7 +290,14 @@ def parse(raw: dict[str, Any]) -> CompatData:
             OsRelease(key=k, image=v["image"], python=v["python"], unconfirmed=k in unsure)
             for k, v in os_raw["releases"].items()
         ),
+        compilers=tuple(_compiler(line, row) for line, row in raw.get("cuda_compiler", {}).get("lines", {}).items()),
     )
+
+
+def _compiler(line: str, row: dict[str, Any]) -> CudaCompiler:
+    return CudaCompiler(line=line, pypi=row.get("pypi"), home=row.get("home"), nvcc=row.get("nvcc"),
+                        wheels=tuple(row.get("wheels") or ()), machines=tuple(row.get("machines") or ()), why=row.get("why"),
+                        devel_image=row.get("devel_image"), sources=tuple(row["sources"]))
 
 
 def _torch(row: dict[str, Any]) -> TorchRelease:

@@ -17,7 +17,7 @@ from . import grammar
 from .yamlsource import Located, load_file, load_text
 
 FLAVORS = ("cuda", "ngc", "cpu")
-VARIANTS = ("jupyter", "ssh")
+VARIANTS = ("jupyter", "ssh", "devel")
 # The platforms an entry may ask for (OCI os/architecture), and the machine name wheels are tagged with for each.
 PLATFORMS = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
 DEFAULT_PLATFORM = "linux/amd64"  # what an entry without `platforms` is built for

@@ -70,6 +70,11 @@ class ImageSpec:
     platform_archs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # for each other platform: its wheel's
     size_growth_reason: str | None = None  # why its images may grow past --max-growth (the size budget)
     platforms: tuple[str, ...] = DEFAULT_PLATFORMS  # linux/amd64, linux/arm64: each proven to have its wheels
+    # The devel variant's compiler, from PyPI: the requirement and where it lands under site-packages (CUDA_HOME);
+    # None for an ngc entry, whose base carries nvcc.
+    devel_pip: str | None = None
+    devel_home: str | None = None
+    devel_wheels: tuple[str, ...] = ()  # the CUDA wheels it installs that the base has not (projects)
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def image_names(self) -> tuple[str, ...]:
@@ -86,6 +91,18 @@ class ImageSpec:
     def archs_for(self, platform: str) -> tuple[str, ...]:
         """The GPU generations claimed for the image of `platform`: what its suite checks the kernels against."""
         return self.archs if platform == DEFAULT_PLATFORM else dict(self.platform_archs).get(platform, ())
+
+    @property
+    def devel_cuda_home(self) -> str | None:
+        """CUDA_HOME of the devel image: where its compiler lands in the image's environment (/opt/venv, as the base
+        image makes it)."""
+        return f"/opt/venv/lib/python{self.python}/site-packages/{self.devel_home}" if self.devel_home else None
+
+    def cuda_arch_list(self, platform: str) -> str:
+        """TORCH_CUDA_ARCH_LIST of a devel image: the generations claimed for the platform's wheel, with PTX of the
+        newest, so an extension is built for the GPUs torch itself runs on and, through PTX, for newer ones."""
+        archs = list(self.archs_for(platform))
+        return ";".join([*archs[:-1], f"{archs[-1]}+PTX"]) if archs else ""
 
     @property
     def indexed(self) -> bool:
@@ -252,6 +269,7 @@ class _EntryResolver:
         cuda_image, base_image = self._cuda_base(cuda, build.cuda)
         if cuda_image is None and base_image is None:
             return None
+        devel = self._devel_compiler(release, build, cuda_image)
         python = self.entry.get("python")
         short_cudnn = _short(build.cudnn) if build.cudnn else "unknown"
         return {
@@ -263,6 +281,7 @@ class _EntryResolver:
             "min_driver": self.data.min_driver(cuda_image or build.cuda),
             "min_driver_compat": self.data.family_min_driver(build.cuda),
             "archs": build.archs, "platform_archs": self._platform_archs(release, build), **self._pip(release),
+            **devel,
         }
 
     def _cpu(self) -> dict | None:
@@ -273,6 +292,9 @@ class _EntryResolver:
         if release is None or not self._python(release):
             return None
         self._no_platform_facts("torch's CPU builds")
+        if "devel" in (self.entry.get("variants") or ()):
+            self.fail("variants", "devel: a cpu image has no CUDA to compile extensions for; remove devel, or give it to "
+                                  "a cuda entry (CUDA 13.0: nvcc from PyPI) or an ngc entry (its base carries nvcc)")
         python = self.entry.get("python")
         os_release = self.data.os_for_python(python) or self.data.os_for_python("3.11")
         if os_release.unconfirmed:
@@ -404,6 +426,30 @@ class _EntryResolver:
         elif not matches(wanted, build.cudnn):
             self.fail("cudnn", f"torch {release.version} ({build.variant}) bundles cuDNN {build.cudnn}, not {wanted}; "
                                f"set cudnn: \"{_short(build.cudnn)}\" or remove the field (it is derived)")
+
+    def _devel_compiler(self, release: TorchRelease, build: compat.TorchBuild, cuda_image: str | None) -> dict:
+        """The devel variant's nvcc, of exactly torch's CUDA: from PyPI where it has one for the line and for every
+        platform of the entry; refused otherwise, naming the source that has it."""
+        if "devel" not in (self.entry.get("variants") or ()):
+            return {}
+        compiler = self.data.cuda_compiler(build.cuda)
+        what = f"devel: torch {release.version} {build.variant} needs nvcc {build.cuda}"
+        if compiler is None:
+            self.fail("variants", f"{what}, and the compat data records no source of it (cuda_compiler)")
+        elif compiler.pypi is None:
+            patch = cuda_image or build.cuda
+            ubuntus = self.data.ubuntu_by_cuda.get(patch) or ("22.04",)
+            image = (compiler.devel_image or "").format(patch=patch, ubuntu=ubuntus[-1])
+            self.fail("variants", f"{what}, which PyPI does not have ({compiler.why}): {image} has it, and this build "
+                                  "installs nvcc from PyPI only; for a devel image use a CUDA 13.0 build (torch 2.14.0 "
+                                  "cu130) or an ngc entry (its base carries nvcc)")
+        else:
+            missing = [p for p in self.platforms() if PLATFORMS[p] not in compiler.machines]
+            if missing:
+                self.fail("platforms", f"{what}: {compiler.pypi} is recorded for {', '.join(compiler.machines)} only, "
+                                       f"not {', '.join(missing)}")
+            return {"devel_pip": compiler.pypi, "devel_home": compiler.home, "devel_wheels": compiler.wheels}
+        return {}
 
     def _cuda_base(self, cuda: str, build_cuda: str) -> tuple[str | None, str | None]:
         """The nvidia/cuda -base image: only cudart, so torch's own CUDA libraries are the only copy.

@@ -38,6 +38,8 @@ SUITES = {
     "base": ("test_versions.py", "test_hygiene.py", "test_gpu_ready.py", "test_compute.py", "test_gpu.py"),
     "jupyter": ("test_versions.py", "test_hygiene.py", "test_jupyter.py"),
     "ssh": ("test_versions.py", "test_hygiene.py", "test_ssh.py"),
+    # the GPU-ready tier again: the compiler must add no second copy of a CUDA library
+    "devel": ("test_versions.py", "test_hygiene.py", "test_gpu_ready.py", "test_devel.py"),
 }
 HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's host id in test names
 # Above the sum of the checks' own timeouts (each command in a container runs under `timeout`); past it pytest is

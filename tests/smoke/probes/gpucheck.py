@@ -134,3 +134,72 @@ def extra_copies(libraries):
             twice[name] = sorted(paths)
     return twice
 
+
+
+# The GPU code of a built extension, without cuobjdump (not on PyPI): the .nv_fatbin section of its ELF shared object
+# holds fat binaries, each a 16-byte header (magic 0xBA55ED50, u16 version, u16 header size, u64 size) followed by
+# entries of kind (u16: 1 PTX, 2 ELF/SASS), header size (u32 at +4), payload size (u64 at +8) and sm (u32 at +28).
+# Layout stable since CUDA 10; checked against TORCH_CUDA_ARCH_LIST and against cu121's libcurand (SASS 50-90, PTX 90).
+FATBIN_MAGIC = 0xBA55ED50
+FATBIN_KINDS = {1: "ptx", 2: "sass"}
+
+
+def elf_section(data, wanted=b".nv_fatbin"):
+    """The bytes of the named section of a 64-bit little-endian ELF file (b"" when it has none)."""
+    import struct
+
+    if data[:4] != b"\x7fELF" or data[4:5] != b"\x02" or data[5:6] != b"\x01":
+        raise ValueError("not a 64-bit little-endian ELF file")
+    (table,) = struct.unpack_from("<Q", data, 0x28)
+    entry_size, count, names_index = struct.unpack_from("<HHH", data, 0x3A)
+
+    def header(index):
+        return struct.unpack_from("<IIQQQQIIQQ", data, table + index * entry_size)
+
+    names = header(names_index)[4]
+    for index in range(count):
+        name, _kind, _flags, _address, offset, size = header(index)[:6]
+        if data[names + name:].split(b"\0", 1)[0] == wanted:
+            return data[offset:offset + size]
+    return b""
+
+
+def fatbin_archs(blob):
+    """[(kind, sm)] of every entry of the fat binaries in a .nv_fatbin section: ('sass', 80) is sm_80 code, ('ptx', 120)
+    compute_120 PTX."""
+    import struct
+
+    found = set()
+    at = 0
+    while at + 16 <= len(blob):
+        magic, _version, header_size, size = struct.unpack_from("<IHHQ", blob, at)
+        if magic != FATBIN_MAGIC:
+            at += 8  # fat binaries are 8-byte aligned in the section
+            continue
+        entry, end = at + header_size, at + header_size + size
+        while entry + 32 <= end:
+            kind, _, entry_header, payload = struct.unpack_from("<HHIQ", blob, entry)
+            (sm,) = struct.unpack_from("<I", blob, entry + 28)
+            found.add((FATBIN_KINDS.get(kind, str(kind)), sm))
+            if entry_header + payload <= 0:
+                break
+            entry += entry_header + payload
+        at = end
+    return sorted(found)
+
+
+def arch_list_code(value):
+    """The GPU code a TORCH_CUDA_ARCH_LIST asks nvcc for: SASS of each capability, and PTX of those with '+PTX'
+    ('8.0;12.0+PTX' -> [('ptx', 120), ('sass', 80), ('sass', 120)]); None when a word names no capability."""
+    found = set()
+    for word in str(value or "").replace(";", " ").split():
+        ptx = word.upper().endswith("+PTX")
+        capability = word[:-4] if ptx else word
+        major, _, minor = capability.rstrip("af").partition(".")
+        if not (major.isdigit() and minor.isdigit()):
+            return None
+        sm = int(major) * 10 + int(minor)
+        found.add(("sass", sm))
+        if ptx:
+            found.add(("ptx", sm))
+    return sorted(found)

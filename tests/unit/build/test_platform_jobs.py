@@ -14,7 +14,7 @@ import pytest
 
 from torchimages.build import render
 from torchimages.build.inputs import BuildInputs, runs_on
-from torchimages.build.jobs import PLATFORM_LABEL, BuildRunner, Selection, plan_jobs
+from torchimages.build.jobs import PLATFORM_LABEL, BuildRunner, Selection, plan_jobs, platform_args
 from torchimages.engine import BuildOutcome
 from torchimages.events import StageEvent
 
@@ -140,3 +140,28 @@ def test_an_arm64_image_whose_wheel_has_no_measured_kernels_is_claimed_none_neve
     spec = plan_of(ENTRY.replace('torch: "2.14.0"', 'torch: "2.13.0"')).specs[0]
     assert spec.archs_for("linux/amd64") == ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
     assert spec.archs_for("linux/arm64") == ()
+
+
+def test_a_devel_build_gets_the_compiler_wheels_of_its_platform_and_no_other_cuda_wheel(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    names = ["torch-2.14.0-cp311-cp311-manylinux_2_28_x86_64.whl", "nvidia_cudnn_cu13-9.24.0.43-py3-none-manylinux_2_27_x86_64.whl",
+             "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+             "nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl",
+             "cuda_toolkit-13.0.3.0-py2.py3-none-any.whl", "ninja-1.13.2-py3-none-manylinux2014_x86_64.whl"]
+    for name in names:
+        (wheels / name).write_text(name)
+    inputs = BuildInputs(wheelhouse=wheels)
+    for stack, expected in (((), {names[5]}), (("cuda-toolkit", "nvidia-cuda-nvcc"), {names[2], names[4], names[5]})):
+        context = tmp_path / f"context-{len(stack)}"
+        (context / "build-config" / "wheelhouse").mkdir(parents=True)
+        inputs.fill_context(context, installs_torch=False, stack_wheels=stack)
+        assert {p.name for p in (context / "build-config" / "wheelhouse").iterdir()} == expected
+
+
+def test_a_devel_image_of_another_platform_is_told_its_arch_list() -> None:
+    plan = plan_of(ENTRY.replace("variants: [ssh]", "variants: [ssh, devel]"))
+    jobs = {(job.variant, job.platform): job for job in plan_jobs(plan, "v1", Path("images"))}
+    assert platform_args(jobs[("devel", "linux/arm64")]) == {"TORCH_CUDA_ARCH_LIST": "8.0;8.6;9.0;10.0;11.0;12.0+PTX"}
+    assert platform_args(jobs[("devel", "linux/amd64")]) == {}, "the rendered Dockerfile's default is amd64's list"
+    assert platform_args(jobs[("ssh", "linux/arm64")]) == {}

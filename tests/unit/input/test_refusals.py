@@ -230,3 +230,32 @@ def test_platforms_outside_the_list_are_refused(platforms: str, words: str) -> N
     message = only(problems_of(HEAD + f'  - {{flavor: cuda, torch: "2.14.0", cuda: "13.0", python: "3.11", '
                                       f'platforms: {platforms}}}\n'))
     assert "field 'platforms'" in message and words in message
+
+
+def test_devel_of_a_cuda_line_whose_nvcc_is_not_on_pypi_names_the_image_that_has_it() -> None:
+    message = only(problems_of(HEAD + '  - flavor: cuda\n    torch: "2.3.1"\n    cuda: "12.1"\n    python: "3.11"\n'
+                                      '    variants: [jupyter, devel]\n'))
+    assert message.startswith("matrix.yaml:7: images[0]: field 'variants':"), "line of the variants key"
+    assert "devel: torch 2.3.1 cu121 needs nvcc 12.1, which PyPI does not have" in message
+    assert "nvidia-cuda-nvcc-cu12 wheel holds ptxas only" in message
+    assert "nvidia/cuda:12.1.1-devel-ubuntu22.04 has it" in message and "CUDA 13.0" in message
+
+
+def test_devel_of_a_cpu_entry() -> None:
+    message = only(problems_of(HEAD + '  - {flavor: cpu, torch: "2.13.0", python: "3.11", variants: [devel]}\n'))
+    assert "field 'variants': devel: a cpu image has no CUDA to compile extensions for" in message
+
+
+def test_devel_of_the_cuda_13_line_comes_from_pypi_for_both_platforms() -> None:
+    spec = plan_of(HEAD + '  - {flavor: cuda, torch: "2.14.0", cuda: "13.0", python: "3.11", variants: [devel], '
+                          'platforms: [linux/amd64, linux/arm64]}\n').specs[0]
+    assert (spec.devel_pip, spec.devel_cuda_home) == ("cuda-toolkit[nvcc,cccl]",
+                                                      "/opt/venv/lib/python3.11/site-packages/nvidia/cu13")
+    assert "nvidia-cuda-nvcc" in spec.devel_wheels and "torch" not in spec.devel_wheels
+    assert spec.cuda_arch_list("linux/amd64") == "7.5;8.0;8.6;9.0;10.0;12.0+PTX"
+    assert spec.cuda_arch_list("linux/arm64") == "8.0;8.6;9.0;10.0;11.0;12.0+PTX"
+
+
+def test_devel_of_an_ngc_entry_needs_no_compiler_source() -> None:
+    spec = plan_of(HEAD + '  - {flavor: ngc, ngc: "26.03", variants: [devel]}\n').specs[0]
+    assert spec.variants == ("devel",) and spec.devel_pip is None and spec.devel_cuda_home is None

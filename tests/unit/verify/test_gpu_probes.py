@@ -227,3 +227,54 @@ WHEELS = "/opt/venv/lib/python3.11/site-packages"
 def test_one_copy_of_each_library_except_the_expected_ones(libraries: dict, twice: list[str]) -> None:
     assert sorted(gpucheck.extra_copies(libraries)) == twice
 
+
+
+def fat_binary(entries: list[tuple[int, int]], payload: int = 24) -> bytes:
+    """One fat binary as nvcc lays it out: its header, then per entry (kind, sm) a 64-byte header and a payload."""
+    import struct
+
+    body = b"".join(struct.pack("<HHIQ", kind, 0, 64, payload) + bytes(12) + struct.pack("<I", sm) + bytes(32)
+                    + bytes(payload) for kind, sm in entries)
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+
+
+def elf_with(sections: dict[bytes, bytes]) -> bytes:
+    """A minimal 64-bit little-endian ELF file holding `sections` and their name table."""
+    import struct
+
+    names = b"\0" + b"".join(name + b"\0" for name in sections) + b".shstrtab\0"
+    data, offsets = bytearray(64), []
+    for content in [*sections.values(), names]:
+        offsets.append(len(data))
+        data += content
+    table = len(data)
+    data += bytes(64)  # the null section
+    at = 1
+    for (name, content), offset in zip([*sections.items(), (b".shstrtab", names)], offsets, strict=True):
+        data += struct.pack("<IIQQQQIIQQ", at, 1, 0, 0, offset, len(content), 0, 0, 1, 0)
+        at += len(name) + 1
+    header = b"\x7fELF\x02\x01\x01" + bytes(9) + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, table, 0, 64, 0, 0,
+                                                             64, len(sections) + 2, len(sections) + 1)
+    return header + bytes(data[64:])
+
+
+def test_the_fat_binary_of_an_extension_names_each_sass_and_ptx_it_carries() -> None:
+    blob = fat_binary([(2, 75), (2, 80), (2, 120), (1, 120)]) + bytes(8) + fat_binary([(2, 90)])
+    shared_object = elf_with({b".text": bytes(40), b".nv_fatbin": blob})
+    assert gpucheck.elf_section(shared_object) == blob
+    assert gpucheck.fatbin_archs(gpucheck.elf_section(shared_object)) == [
+        ("ptx", 120), ("sass", 75), ("sass", 80), ("sass", 90), ("sass", 120)]
+    assert gpucheck.elf_section(elf_with({b".text": bytes(8)})) == b"", "no GPU code: no section"
+    with pytest.raises(ValueError):
+        gpucheck.elf_section(b"MZ" + bytes(100))
+
+
+@pytest.mark.parametrize(("value", "code"), [
+    ("7.5;8.0;12.0+PTX", [("ptx", 120), ("sass", 75), ("sass", 80), ("sass", 120)]),
+    ("8.0 9.0a", [("sass", 80), ("sass", 90)]),
+    ("8.0", [("sass", 80)]),
+    ("Auto", None),
+    ("", []),
+])
+def test_an_arch_list_asks_sass_of_each_generation_and_ptx_where_marked(value: str, code: list | None) -> None:
+    assert gpucheck.arch_list_code(value) == code

@@ -1,0 +1,24 @@
+# Sourced by the builder stages' RUN steps (generated from templates/files/network-env.sh).
+# It trusts an extra CA bundle and uses a local wheelhouse for this build only: these files
+# live in a builder stage and never reach the final image.
+config=/tmp/build-config
+# --builder buildkit hands index URLs and OFFLINE over as a secret file, never as build arguments.
+if [ -r /run/secrets/build-env ]; then
+    . /run/secrets/build-env
+fi
+if [ -s "${config}/extra-ca.pem" ]; then
+    cat /etc/ssl/certs/ca-certificates.crt "${config}/extra-ca.pem" > "${config}/ca-bundle.pem" 2>/dev/null \
+        || cp "${config}/extra-ca.pem" "${config}/ca-bundle.pem"
+    export PIP_CERT="${config}/ca-bundle.pem" SSL_CERT_FILE="${config}/ca-bundle.pem"
+    export REQUESTS_CA_BUNDLE="${config}/ca-bundle.pem" CURL_CA_BUNDLE="${config}/ca-bundle.pem"
+fi
+if ls "${config}"/wheelhouse/*.whl > /dev/null 2>&1; then
+    export PIP_FIND_LINKS="${config}/wheelhouse" UV_FIND_LINKS="${config}/wheelhouse"
+fi
+if [ "${OFFLINE:-0}" = 1 ]; then
+    export PIP_NO_INDEX=1 UV_OFFLINE=1
+fi
+if [ -n "${PIP_INDEX_URL:-}" ]; then
+    export UV_DEFAULT_INDEX="${PIP_INDEX_URL}"
+fi
+export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
