@@ -1,5 +1,7 @@
-"""Build the test extension with torch.utils.cpp_extension in this environment and print, as JSON, how long it took,
-the GPU code its .so carries (fatbin.py) and TORCH_CUDA_ARCH_LIST. Usage: build_ext.py split|single"""
+"""The test extension as one .cu that includes torch/extension.h (add_one.cu), built with torch.utils.cpp_extension in
+this environment: prints, as JSON, how long it took and the GPU code its .so carries. nvcc compiles torch's headers for
+the host and again for each architecture of TORCH_CUDA_ARCH_LIST; compare with the split layout the smoke suite builds
+(tests/smoke/probes/extension.py). Run by benchmarks/devel_layer.sh, which mounts the probes at /probes."""
 
 from __future__ import annotations
 
@@ -12,18 +14,13 @@ from pathlib import Path
 
 from torch.utils import cpp_extension
 
-HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))
-from fatbin import archs, section  # noqa: E402  (beside this file)
+sys.path.insert(0, "/probes")  # tests/smoke/probes
+from gpucheck import elf_section, fatbin_archs  # the smoke suite's reader of the fat binary
 
-# split: the kernel's .cu includes only the CUDA runtime and torch's headers are compiled once, by g++, in the binding;
-# single: one .cu with torch/extension.h, which nvcc compiles for the host and again for each architecture.
-SOURCES = {"split": ("binding.cpp", "kernel.cu"), "single": ("add_one.cu",)}
-
-layout = sys.argv[1]
-build = tempfile.mkdtemp(prefix=f"ext-{layout}-")
+build = tempfile.mkdtemp(prefix="ext-single-")
 started = time.monotonic()
-module = cpp_extension.load(f"add_one_{layout}", [str(HERE / name) for name in SOURCES[layout]], build_directory=build)
+module = cpp_extension.load("add_one_single", [str(Path(__file__).parent / "add_one.cu")], build_directory=build)
 shared = next(Path(build).glob("*.so"))
-print(json.dumps({"layout": layout, "seconds": round(time.monotonic() - started, 1), "module": module.__name__,
-                  "archs": archs(section(str(shared))), "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST")}))
+print(json.dumps({"layout": "single", "seconds": round(time.monotonic() - started, 1), "module": module.__name__,
+                  "archs": fatbin_archs(elf_section(shared.read_bytes())),
+                  "TORCH_CUDA_ARCH_LIST": os.environ.get("TORCH_CUDA_ARCH_LIST")}))
