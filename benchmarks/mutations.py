@@ -274,6 +274,23 @@ MUTATIONS = [
              "platforms: release.yml gets no job for arm64"),
     Mutation("tests/smoke/probes/gpucheck.py", "        if len(elsewhere if elsewhere else paths) > 1:",
              "        if len(paths) > 1:", "platforms: triton's libcupti counted as a second CUDA stack"),
+    # devel: where its compiler comes from, what it is told, and how its GPU code is read
+    Mutation("torchimages/input/specs.py", "        elif compiler.pypi is None:", "        elif False:",
+             "devel: a CUDA line without nvcc on PyPI accepted"),
+    Mutation("torchimages/input/specs.py",
+             '        if "devel" in (self.entry.get("variants") or ()):\n            self.fail("variants", "devel: a cpu',
+             '        if False:\n            self.fail("variants", "devel: a cpu', "devel: a cpu entry accepted"),
+    Mutation("torchimages/input/specs.py", 'return ";".join([*archs[:-1], f"{archs[-1]}+PTX"]) if archs else ""',
+             'return ";".join(archs)', "devel: no PTX of the newest generation"),
+    Mutation("torchimages/build/jobs.py", 'return {"TORCH_CUDA_ARCH_LIST": job.spec.cuda_arch_list(job.platform)}',
+             'return {"TORCH_CUDA_ARCH_LIST": job.spec.cuda_arch_list(DEFAULT_PLATFORM)}',
+             "devel: an arm64 image told amd64's generations"),
+    Mutation("torchimages/build/inputs.py", "or wheel_project(wheel.name) in wanted", "",
+             "devel: its compiler wheels left out of a wheelhouse build"),
+    Mutation("tests/smoke/probes/gpucheck.py", "        if ptx:\n            found.add((\"ptx\", sm))", "",
+             "devel: a +PTX generation asked for no PTX"),
+    Mutation("tests/smoke/probes/gpucheck.py", "            entry += entry_header + payload", "            entry = end",
+             "devel: only the first entry of a fat binary read"),
 ]
 
 
