@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from packaging.utils import canonicalize_name
+
 from ..errors import UserError
 from ..input import grammar
 from ..input.matrix import DEFAULT_PLATFORM, PLATFORMS
@@ -77,7 +79,7 @@ class BuildInputs:
         projects: the devel variant's compiler). Only the wheels that run on the build's platform go: one wheelhouse
         may hold every platform's.
         """
-        wanted = {canonical(name) for name in stack_wheels}
+        wanted = {canonicalize_name(name) for name in stack_wheels}
         config = context / "build-config"
         if not config.is_dir():
             return
@@ -91,14 +93,10 @@ class BuildInputs:
                     link_or_copy(wheel, config / "wheelhouse" / wheel.name)
 
 
-def canonical(project: str) -> str:
-    """A project name as PEP 503 normalizes it (nvidia_cuda_nvcc, NVIDIA-CUDA-NVCC -> nvidia-cuda-nvcc)."""
-    return re.sub(r"[-_.]+", "-", project).lower()
-
-
 def wheel_project(wheel: str) -> str:
-    """The normalized project of a wheel file name (its first dash-separated part)."""
-    return canonical(wheel.split("-", 1)[0])
+    """The canonical project of a wheel file name, from its first dash-separated part (nvidia_cuda_nvcc-13.0.88-...
+    -> nvidia-cuda-nvcc)."""
+    return canonicalize_name(wheel.split("-", 1)[0])
 
 
 def runs_on(wheel: str, machine: str) -> bool:

@@ -32,6 +32,9 @@ def test_every_cited_source_is_defined() -> None:
                 cited.update(keys)
     for release in DATA.ngc:
         cited.update(release.sources)
+    for compiler in DATA.compilers:
+        assert compiler.sources, compiler
+        cited.update(compiler.sources)
     assert cited - set(DATA.sources) == set()
     assert all(build.sources["build"] or "build" in build.unconfirmed for r in DATA.torch for build in r.builds)
 
