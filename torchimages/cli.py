@@ -313,6 +313,27 @@ def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str) -> N
         out.print(listing.rows_table(rows))
 
 
+@main.command()
+@matrix_option
+@click.option("--driver", help="The host's NVIDIA driver, e.g. 535.104.05 (default: nvidia-smi's here).")
+@click.option("--gpu", help="The GPU: a compute capability (8.9) or a name the compat data knows (L4, H100, GB10); "
+                            "default: nvidia-smi's first GPU here.")
+@click.option("--platform", "platform_name", help="linux/amd64 or linux/arm64 (default: this machine's).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def fit(matrix_path: Path, driver: str | None, gpu: str | None, platform_name: str | None, fmt: str) -> None:
+    """Which images run on a host (driver, GPU, platform), and why each other one does not: exit 0 when a CUDA image
+    runs, 1 when none does."""
+    from .verify import fit as host_fit
+
+    host = host_fit.host_from(driver, gpu, platform_name)
+    found = host_fit.fits(load_plan(matrix_path, quiet=True), host)
+    if fmt == "json":
+        click.echo(json.dumps({"host": host.__dict__, "images": [f.as_json() for f in found]}, indent=2))
+    else:
+        out.print(host_fit.render_text(found, host, str(matrix_path)), markup=False, highlight=False)
+    sys.exit(host_fit.exit_code(found))
+
+
 def run() -> None:
     """Entry point: user errors exit 2 with their messages, never a traceback."""
     try:

@@ -110,11 +110,11 @@ class Containers:
         """Copy `files` into /tmp/FOLDER in the container, readable by any user."""
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w") as tar:
-            for path in files:
-                info = tar.gettarinfo(str(path), arcname=f"{folder}/{path.name}")
+            for path in files:  # a link (probes/gpurules.py) goes in as the file it names
+                info = tar.gettarinfo(str(path.resolve()), arcname=f"{folder}/{path.name}")
                 info.uid = info.gid = 0
                 info.mode = 0o644
-                with path.open("rb") as handle:
+                with path.resolve().open("rb") as handle:
                     tar.addfile(info, handle)
         self.api.put_archive(container, "/tmp", archive.getvalue())
 

@@ -3,6 +3,7 @@ would use them. These checks run on every machine; the GPU tier (test_gpu.py) ne
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -78,6 +79,21 @@ def test_arch_list_covers_what_the_image_declares(ready: dict, facts: Facts, cud
     missing = uncovered(ready["arch_flags"], declared_archs(declared))
     assert not missing, (f"the image declares TORCH_CUDA_ARCH_LIST={declared!r}, but torch was compiled for "
                          f"{ready['arch_flags']}: no kernels for {missing}")
+
+
+def test_the_gpu_generations_the_image_publishes_are_torchs(host: Any, ready: dict, facts: Facts, cuda_image: None) -> None:
+    """image.json's gpu_archs is what `build.py fit` and image-doctor decide with (gpurules.py): the entry's claim for
+    this platform, every generation reached by torch's kernels, and '+PTX' exactly where torch carries PTX."""
+    published = json.loads(host.file("/etc/torchimages/image.json").content_string).get("gpu_archs", {})
+    mine = published.get(facts.expected["platform"], "")
+    assert mine == facts.expected["gpu_archs"], f"image.json says {published}, the entry {facts.expected['gpu_archs']!r}"
+    if not mine:
+        pytest.skip("the compat data records no GPU generations for this entry")
+    missing = uncovered(ready["arch_flags"], declared_archs(mine))
+    assert not missing, f"image.json claims {mine!r}; torch was compiled for {ready['arch_flags']}: nothing reaches {missing}"
+    claimed_ptx = sorted("compute_" + word[:-4].replace(".", "") for word in mine.split() if word.endswith("+PTX"))
+    torch_ptx = sorted(flag for flag in ready["arch_flags"] if flag.startswith("compute_"))
+    assert claimed_ptx == torch_ptx, f"image.json claims PTX {claimed_ptx}, torch carries {torch_ptx} ({mine!r})"
 
 
 def test_one_copy_of_each_cuda_library(ready: dict, cuda_image: None) -> None:

@@ -78,14 +78,13 @@ def labels(plan: Plan, spec: ImageSpec, release: str, variant: str, settings: Se
     return found
 
 
-def image_facts(spec: ImageSpec) -> dict[str, str | None]:
+def image_facts(spec: ImageSpec) -> dict[str, object]:
     """The declared versions, as a file in the image: labels are not visible from inside a container.
 
     Not the release: an image's content must not depend on it (only its labels do), so an unchanged image
     can be reused by the next release.
     """
-    return {"name": spec.name, "flavor": spec.flavor, **spec.versions(),
-            "min_driver": spec.min_driver, "min_driver_minor_compat": spec.min_driver_compat}
+    return spec.host_facts()
 
 
 def _description(spec: ImageSpec, variant: str) -> str:
@@ -136,7 +135,7 @@ def _static_files(env: jinja2.Environment, variant: str, values: dict, *, build_
         "build-config/extra-ca.pem": "",
         "build-config/wheelhouse/.keep": "",
     } if build_config else {}
-    names = {"base": ["image-doctor", "torchimages-entrypoint", "image.json"],
+    names = {"base": ["image-doctor", "gpurules.py", "torchimages-entrypoint", "image.json"],
              "jupyter": ["jupyter_server_config.py", "jupyter-healthcheck"], "ssh": ["start-sshd", "sshd_config", "profile.sh"]}
     folder = {"base": "image"}
     for name in names.get(variant, []):

@@ -66,6 +66,11 @@ class TorchBuild:
     # machine -> the GPU generations its wheel for that machine has kernels for, where they differ from `archs` (the
     # x86_64 wheel's): aarch64 builds leave out some older generations and add others
     machine_archs: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # machine -> the generation whose PTX its wheel carries (the newest, '12.0'); a machine not listed carries none
+    machine_ptx: tuple[tuple[str, str], ...] = ()
+
+    def ptx_on(self, machine: str) -> str | None:
+        return dict(self.machine_ptx).get(machine)
 
     def archs_on(self, machine: str) -> tuple[str, ...]:
         """The GPU generations claimed for the wheel of `machine`: () where the data records none for it."""
@@ -156,6 +161,7 @@ class CompatData:
     ubuntu_by_cuda: dict[str, tuple[str, ...]]
     os_releases: tuple[OsRelease, ...]
     compilers: tuple[CudaCompiler, ...] = ()
+    gpus: tuple[tuple[str, str], ...] = ()  # a GPU's name -> its compute capability ('L4' -> '8.9')
 
     def torch_release(self, version: str) -> TorchRelease | None:
         """Exact release, or the newest patch of a short version ('2.3' -> 2.3.1)."""
@@ -291,6 +297,7 @@ def parse(raw: dict[str, Any]) -> CompatData:
             for k, v in os_raw["releases"].items()
         ),
         compilers=tuple(_compiler(line, row) for line, row in raw.get("cuda_compiler", {}).get("lines", {}).items()),
+        gpus=tuple(raw.get("gpus", {}).get("compute_capability", {}).items()),
     )
 
 
@@ -314,6 +321,7 @@ def _torch(row: dict[str, Any]) -> TorchRelease:
             python=tuple((b.get("wheels") or {}).get("python") or ()),
             platforms=tuple((b.get("wheels") or {}).get("platforms") or ()),
             machine_archs=tuple((machine, tuple(archs)) for machine, archs in (b.get("archs_by_machine") or {}).items()),
+            machine_ptx=tuple((b.get("ptx") or {}).items()),
         )
         for b in row["builds"]
     )

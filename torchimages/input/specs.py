@@ -68,6 +68,7 @@ class ImageSpec:
     min_driver_compat: str | None = None
     archs: tuple[str, ...] = ()  # the GPU generations claimed for the default platform's wheel
     platform_archs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # for each other platform: its wheel's
+    platform_ptx: tuple[tuple[str, str], ...] = ()  # platform -> the generation whose PTX its wheel carries
     size_growth_reason: str | None = None  # why its images may grow past --max-growth (the size budget)
     platforms: tuple[str, ...] = DEFAULT_PLATFORMS  # linux/amd64, linux/arm64: each proven to have its wheels
     # The devel variant's compiler, from PyPI: the requirement and where it lands under site-packages (CUDA_HOME);
@@ -91,6 +92,20 @@ class ImageSpec:
     def archs_for(self, platform: str) -> tuple[str, ...]:
         """The GPU generations claimed for the image of `platform`: what its suite checks the kernels against."""
         return self.archs if platform == DEFAULT_PLATFORM else dict(self.platform_archs).get(platform, ())
+
+    def gpu_archs(self, platform: str) -> str:
+        """What the image of `platform` runs on, in TORCH_CUDA_ARCH_LIST's words: the generations claimed for its wheel,
+        '+PTX' on the one whose PTX it carries ('7.5 8.0 8.6 9.0 10.0 12.0+PTX'); '' for a CPU image or unrecorded."""
+        ptx = dict(self.platform_ptx).get(platform)
+        return " ".join(f"{arch}+PTX" if arch == ptx else arch for arch in self.archs_for(platform))
+
+    def host_facts(self) -> dict[str, object]:
+        """What decides whether the image runs on a host (image.json in the image; `build.py fit` before the pull):
+        its versions, the driver its CUDA needs, its platforms and the GPU generations of each."""
+        return {"name": self.name, "flavor": self.flavor, **self.versions(),
+                "min_driver": self.min_driver, "min_driver_minor_compat": self.min_driver_compat,
+                "platforms": list(self.platforms),
+                "gpu_archs": {platform: self.gpu_archs(platform) for platform in self.platforms if self.gpu_archs(platform)}}
 
     @property
     def devel_cuda_home(self) -> str | None:
@@ -280,7 +295,10 @@ class _EntryResolver:
             "base_image": base_image,
             "min_driver": self.data.min_driver(cuda_image or build.cuda),
             "min_driver_compat": self.data.family_min_driver(build.cuda),
-            "archs": build.archs, "platform_archs": self._platform_archs(release, build), **self._pip(release),
+            "archs": build.archs, "platform_archs": self._platform_archs(release, build),
+            "platform_ptx": tuple((platform, ptx) for platform in self.platforms()
+                                  if (ptx := build.ptx_on(PLATFORMS[platform]))),
+            **self._pip(release),
             **devel,
         }
 

@@ -168,7 +168,8 @@ class Target:
 def expected_of(spec: ImageSpec, platform: str = DEFAULT_PLATFORM) -> dict[str, Any]:
     """What the suite checks an image of `spec` for `platform` against: its declared versions, the GPU generations
     claimed for that platform's wheel, and the platform."""
-    return {**spec.versions(), "archs": list(spec.archs_for(platform)), "platform": platform}
+    return {**spec.versions(), "archs": list(spec.archs_for(platform)), "gpu_archs": spec.gpu_archs(platform),
+            "platform": platform}
 
 
 class SmokeRunner:

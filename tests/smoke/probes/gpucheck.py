@@ -3,39 +3,11 @@
 Runs in the image's Python (any 3.8+), beside the probes that import it.
 """
 
-import re
-
-ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)[a-z]?$")
-
-
-def parse_arch(arch):
-    """'sm_90a' -> ('sm', 9, 0); 'compute_120' -> ('compute', 12, 0); 'sm_121' -> ('sm', 12, 1); else None.
-
-    The suffixes 'a' (architecture-specific) and 'f' (family) do not change the capability named.
-    """
-    match = ARCH.match(arch)
-    if not match:
-        return None
-    return match.group(1), int(match.group(2)), int(match.group(3))
-
-
-def covers(arch_list, capability):
-    """Whether a torch build with `arch_list` runs on a GPU of `capability` (major, minor).
-
-    A cubin (sm_XY) runs on GPUs of the same major and an equal or higher minor: sm_86 runs on an sm_89 (L4,
-    L40S, RTX 4090), sm_120 on an sm_121. PTX (compute_XY) is compiled by the driver for any GPU at least XY.
-    """
-    major, minor = capability
-    for arch in arch_list:
-        parsed = parse_arch(arch)
-        if parsed is None:
-            continue
-        kind, arch_major, arch_minor = parsed
-        if kind == "sm" and arch_major == major and arch_minor <= minor:
-            return True
-        if kind == "compute" and (arch_major, arch_minor) <= (major, minor):
-            return True
-    return False
+# The kernel rule is gpurules.py's (templates/files, linked here), the one `build.py fit` and image-doctor use
+if __package__:
+    from .gpurules import covers
+else:
+    from gpurules import covers  # a probe run as a script, in a container or by selfcheck
 
 
 def uncovered(arch_list, claimed):

@@ -16,10 +16,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from ...smoke.probes import gpucheck
+
 PROBES = Path(__file__).resolve().parents[2] / "smoke" / "probes"  # tests/smoke/probes
-spec = importlib.util.spec_from_file_location("gpucheck", PROBES / "gpucheck.py")
-gpucheck = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gpucheck)
 
 CU121 = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
 CU128 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]

@@ -27,25 +27,25 @@ IMAGE = {"flavor": "cuda", "cuda": "12.8", "min_driver": "570.124.06", "min_driv
 
 
 def test_new_enough_driver_is_fine() -> None:
-    assert doctor().driver_problems("575.57.08", IMAGE, ["NVIDIA GeForce RTX 4090"], False) == []
+    assert doctor().host_problems("575.57.08", IMAGE, [{"name": "NVIDIA GeForce RTX 4090"}], False, platform="linux/amd64") == []
 
 
 def test_old_driver_within_minor_version_compatibility() -> None:
-    [problem] = doctor().driver_problems("535.104.05", IMAGE, ["NVIDIA GeForce RTX 4090"], False)
+    [problem] = doctor().host_problems("535.104.05", IMAGE, [{"name": "NVIDIA GeForce RTX 4090"}], False, platform="linux/amd64")
     assert "runs through CUDA minor-version compatibility" in problem and "upgrade the host driver to 570.124.06" in problem
 
 
 def test_driver_too_old_on_a_consumer_gpu() -> None:
     image = dict(IMAGE, cuda="13.0", min_driver="580.95.05", min_driver_minor_compat="580")
-    [problem] = doctor().driver_problems("535.104.05", image, ["NVIDIA GeForce RTX 4090"], True)
+    [problem] = doctor().host_problems("535.104.05", image, [{"name": "NVIDIA GeForce RTX 4090"}], True, platform="linux/amd64")
     assert problem.startswith("driver 535 is older than the 580 this image needs: upgrade the host's NVIDIA driver")
 
 
 def test_forward_compatibility_only_on_data_center_gpus() -> None:
     image = dict(IMAGE, cuda="13.0", min_driver="580.95.05", min_driver_minor_compat="580")
-    [problem] = doctor().driver_problems("535.104.05", image, ["NVIDIA H100 80GB HBM3"], True)
+    [problem] = doctor().host_problems("535.104.05", image, [{"name": "NVIDIA H100 80GB HBM3"}], True, platform="linux/amd64")
     assert "on this data-center GPU the image's CUDA forward-compatibility package may still run it" in problem
-    [without_package] = doctor().driver_problems("535.104.05", image, ["NVIDIA H100 80GB HBM3"], False)
+    [without_package] = doctor().host_problems("535.104.05", image, [{"name": "NVIDIA H100 80GB HBM3"}], False, platform="linux/amd64")
     assert without_package.startswith("driver 535 is older than the 580 this image needs")
 
 

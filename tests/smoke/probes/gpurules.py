@@ -1,0 +1,1 @@
+../../../templates/files/gpurules.py

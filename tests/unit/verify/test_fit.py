@@ -1,0 +1,106 @@
+"""`build.py fit` over a table of real hosts and images, and image-doctor agreeing with it on every case: both apply
+templates/files/gpurules.py to what the compat data says of each image (its CUDA's driver, its GPU generations)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from torchimages.input import matrix, specs
+from torchimages.verify import fit
+
+from ...buildpy import build_py as run_build_py
+from ..conftest import ROOT
+from .test_image_doctor import doctor
+
+ENTRIES = [
+    {"flavor": "cuda", "torch": "2.3.1", "cuda": "12.1", "python": "3.11"},
+    {"flavor": "cuda", "torch": "2.7.1", "cuda": "12.8", "python": "3.11"},
+    {"flavor": "cuda", "torch": "2.14.0", "cuda": "13.0", "python": "3.11", "platforms": ["linux/amd64", "linux/arm64"]},
+    {"flavor": "cpu", "torch": "2.13.0", "python": "3.11"},
+]
+CU121, CU128, CU130 = "torch2.3.1-cu121-cudnn8.9-py3.11", "torch2.7.1-cu128-cudnn9.7-py3.11", \
+    "torch2.14.0-cu130-cudnn9.24-py3.11"
+
+
+@pytest.fixture(scope="module")
+def table_matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("fit") / "matrix.yaml"
+    path.write_text(yaml.safe_dump({"registry": "registry.example.com/ml/pytorch", "images": ENTRIES}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def plan(table_matrix: Path) -> specs.Plan:
+    return specs.resolve(matrix.load(table_matrix))
+
+
+# (GPU, driver, platform, entry, verdict, words of the reason that decides)
+CASES = [
+    ("L4", "535.104.05", "linux/amd64", CU121, "runs", "sm_86 kernels run on compute capability 8.9"),
+    ("8.9", "535.104.05", "linux/amd64", CU128, "runs", "runs through CUDA minor-version compatibility"),
+    ("P100", "575.57.08", "linux/amd64", CU128, "fails", "no kernel for compute capability 6.0"),
+    ("P100", "580.95.05", "linux/amd64", CU130, "fails", "no kernel for compute capability 6.0"),
+    ("P100", "575.57.08", "linux/amd64", CU121, "runs", "sm_60 kernels run on compute capability 6.0"),
+    ("GB10", "580.95.05", "linux/arm64", CU130, "runs", "sm_120 kernels run on compute capability 12.1"),
+    ("GB10", "580.95.05", "linux/arm64", CU121, "fails", "built for linux/amd64, not this linux/arm64"),
+    ("8.9", "470.82.01", "linux/amd64", CU121, "fails", "driver 470 is older than the 530 this image needs"),
+    ("H100", "570.124.06", "linux/amd64", CU130, "fails", "driver 570 is older than the 580 this image needs"),
+    # a GPU newer than every kernel is reached through PTX, which a driver of minor-version compatibility cannot JIT
+    # torch 2.14.0's cu130 wheels carry no PTX (measured): nothing reaches a GPU newer than their kernels
+    ("13.0", "580.95.05", "linux/amd64", CU130, "fails", "no kernel for compute capability 13.0"),
+    ("13.0", "575.57.08", "linux/amd64", CU128, "runs", "the driver compiles compute_120 PTX"),
+    ("13.0", "535.104.05", "linux/amd64", CU128, "fails", "minor-version compatibility does not cover PTX"),
+    ("13.0", "580.95.05", "linux/arm64", CU130, "fails", "no kernel for compute capability 13.0"),
+    ("8.9", "535.104.05", "linux/amd64", "torch2.13.0-cpu-py3.11", "runs", "a CPU image"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}-{c[3]}" for c in CASES])
+def test_fit_and_the_doctor_agree_on_each_case(plan: specs.Plan, case: tuple[str, ...]) -> None:
+    gpu, driver, platform, entry, verdict, reason = case
+    capability, name = fit.gpu_capability(gpu)
+    host = fit.Host(platform, driver, capability, name)
+    [found] = [f for f in fit.fits(plan, host) if f.entry == entry]
+    assert found.verdict == verdict, found
+    assert any(reason in text for _, text in found.reasons), found.reasons
+    # The doctor inside that image, on that host (nvidia-smi's name and compute_cap): a problem for every finding that
+    # is not plain "runs", and none where fit sees none
+    spec = next(s for s in plan.specs if s.name == entry)
+    problems = doctor().host_problems(driver, spec.host_facts(), [{"name": name or "", "capability": capability}],
+                                      compat_package=False, platform=platform)
+    assert problems == [text for kind, text in found.reasons if kind != "runs"], (problems, found.reasons)
+
+
+def test_gpu_names_are_found_in_nvidia_smi_names_longest_first() -> None:
+    assert fit.gpu_capability("NVIDIA H100 80GB HBM3") == ("9.0", "H100")
+    assert fit.gpu_capability("NVIDIA L40S") == ("8.9", "L40S")
+    assert fit.gpu_capability("NVIDIA GeForce RTX 4090") == ("8.9", "RTX 4090")
+    assert fit.gpu_capability("12.1") == ("12.1", None)
+
+
+def test_the_default_matrix_answers_as_the_issue_types_it() -> None:
+    result = run_build_py("fit", "--driver", "535.104.05", "--gpu", "8.9", "--platform", "linux/amd64")
+    assert result.returncode == 0, result.stderr
+    runs, _, fails = result.stdout.partition("does not run here:")
+    assert "torch2.3.1-cu121-cudnn8.9-py3.11 [linux/amd64] (base, jupyter, ssh)" in runs
+    assert "sm_86 kernels run on compute capability 8.9" in runs
+    assert "torch2.14.0-cu130-cudnn9.24-py3.12" in fails and "driver 535 is older than the 580" in fails
+
+
+def test_nothing_fits_exits_1_and_bad_input_exits_2_without_a_traceback() -> None:
+    assert run_build_py("fit", "--driver", "470.82.01", "--gpu", "P100", "--platform", "linux/amd64").returncode == 1
+    for args, words in ((["--driver", "abc", "--gpu", "8.9"], "not a driver version"),
+                        (["--driver", "535.104.05", "--gpu", "Voodoo 5"], "nor a GPU the compat data names"),
+                        (["--driver", "535.104.05", "--gpu", "8.9", "--platform", "linux/s390x"], "not a platform")):
+        result = run_build_py("fit", *args)
+        assert result.returncode == 2 and words in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_the_rule_file_fit_loads_is_the_one_the_images_carry() -> None:
+    rendered = ROOT / "images" / CU121 / "image" / "gpurules.py"
+    source = ROOT / "templates" / "files" / "gpurules.py"
+    assert Path(fit.rules().__file__) == source
+    assert rendered.read_text() == source.read_text()

@@ -1,0 +1,150 @@
+"""`build.py fit`: which images of a matrix run on a host (a driver, a GPU, a platform), and why the others do not.
+
+The rule is templates/files/gpurules.py, the file every image carries for image-doctor: fit loads that same file,
+so the answer before the pull and the doctor's inside the container cannot differ.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import platform as host_platform
+import re
+from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
+
+from ..errors import UserError
+from ..input import compat
+from ..input.matrix import PLATFORMS
+from ..input.specs import ImageSpec, Plan
+from ..settings import SETTINGS
+
+
+@cache
+def rules() -> ModuleType:
+    """templates/files/gpurules.py, loaded from the checkout as the images carry it."""
+    path = SETTINGS.root / "templates" / "files" / "gpurules.py"
+    loaded = importlib.util.spec_from_file_location("gpurules", path)
+    if loaded is None or loaded.loader is None:
+        raise UserError(f"cannot load the host rules from {path}")
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module
+
+
+@dataclass(frozen=True)
+class Host:
+    """The machine asked about: its platform, driver and one GPU (a compute capability, and a name where known)."""
+
+    platform: str
+    driver: str | None
+    capability: str | None
+    gpu_name: str | None = None
+    source: str = "given"  # 'given' on the command line, or 'nvidia-smi'
+
+    def describe(self) -> str:
+        gpu = f"compute capability {self.capability}" if self.capability else "no GPU"
+        if self.gpu_name:
+            gpu += f" ({self.gpu_name})"
+        return f"{gpu}, driver {self.driver or 'unknown'}, {self.platform} ({self.source})"
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One entry's images on one platform against the host: whether they run and every reason."""
+
+    entry: str
+    variants: tuple[str, ...]  # base first
+    images: tuple[str, ...]  # the image of each variant on `platform`
+    platform: str
+    gpu: bool  # a CUDA image (a CPU image runs anywhere of its platform, without the GPU)
+    verdict: str  # runs | unknown | fails (gpurules.verdict)
+    reasons: tuple[tuple[str, str], ...]  # (runs | warns | unknown | fails, the reason in words)
+
+    @property
+    def runs(self) -> bool:
+        return self.verdict == "runs"
+
+    def as_json(self) -> dict[str, object]:
+        return {"entry": self.entry, "images": list(self.images), "platform": self.platform, "gpu": self.gpu,
+                "verdict": self.verdict, "reasons": [{"kind": kind, "reason": text} for kind, text in self.reasons]}
+
+
+DRIVER = re.compile(r"\d{3}(\.\d{1,3}){0,2}")
+
+
+def this_platform() -> str:
+    return rules().platform_of(host_platform.machine())
+
+
+def host_from(driver: str | None, gpu: str | None, platform: str | None) -> Host:
+    """The host from the options; what they leave out is read from nvidia-smi here. Bad values are refused (exit 2)."""
+    if platform is not None and platform not in PLATFORMS:
+        raise UserError(f"--platform {platform}: not a platform the matrix knows; valid: {', '.join(PLATFORMS)}")
+    if driver is not None and not DRIVER.fullmatch(driver):
+        raise UserError(f"--driver {driver!r}: not a driver version (e.g. 535.104.05, as nvidia-smi prints it)")
+    platform = platform or this_platform()
+    if driver is not None and gpu is not None:
+        capability, name = gpu_capability(gpu)
+        return Host(platform, driver, capability, name)
+    gpus = rules().nvidia_smi()
+    if not gpus:
+        raise UserError("no GPU found here (nvidia-smi answered nothing): give the host as --driver VERSION "
+                        "--gpu CAPABILITY|NAME, e.g. --driver 535.104.05 --gpu 8.9")
+    first = gpus[0]
+    capability, name = gpu_capability(gpu) if gpu is not None else (first["capability"], first["name"])
+    return Host(platform, driver or first["driver"], capability, name, source="nvidia-smi")
+
+
+def gpu_capability(gpu: str) -> tuple[str, str | None]:
+    """'8.9' -> ('8.9', None); 'L4' or 'NVIDIA L4' -> ('8.9', 'L4'), by the compat data's GPU names."""
+    if rules().capability_of(gpu):
+        return gpu.strip(), None
+    known = dict(compat.load().gpus)
+    found = [name for name in known if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", gpu, re.IGNORECASE)]
+    if not found:
+        raise UserError(f"--gpu {gpu!r}: not a compute capability (e.g. 8.9) nor a GPU the compat data names; "
+                        f"known: {', '.join(sorted(known))}")
+    name = max(found, key=len)  # 'L40S' over 'L40', 'RTX PRO 6000' over a shorter match
+    return known[name], name
+
+
+def entry_fit(spec: ImageSpec, platform: str, host: Host) -> Fit:
+    gpurules = rules()
+    facts = spec.host_facts()
+    found = gpurules.findings(facts, host.platform, {"capability": host.capability, "name": host.gpu_name},
+                              host.driver)
+    mine = [image for image in spec.platform_images() if image.platform == platform]
+    return Fit(spec.name, tuple(i.variant for i in mine), tuple(i.image for i in mine), platform, bool(spec.cuda),
+               gpurules.verdict(found), tuple(found))
+
+
+def fits(plan: Plan, host: Host) -> list[Fit]:
+    """Each entry against the host: the entry's image of the host's platform, or its first one, refused for its
+    platform."""
+    found = []
+    for spec in plan.specs:
+        platform = host.platform if host.platform in spec.platforms else spec.platforms[0]
+        found.append(entry_fit(spec, platform, host))
+    return found
+
+
+def render_text(found: list[Fit], host: Host, source: str) -> str:
+    lines = [f"fit: {host.describe()}; the images of {source}"]
+    for verdict, title in (("runs", "runs here"), ("unknown", "cannot tell"), ("fails", "does not run here")):
+        group = [f for f in found if f.verdict == verdict]
+        if not group and verdict == "unknown":
+            continue
+        lines.append(f"{title}: {len(group)}")
+        for fit in group:
+            lines.append(f"  {fit.entry} [{fit.platform}] ({', '.join(fit.variants)})")
+            lines += [f"    {'warning: ' if kind == 'warns' else ''}{text}" for kind, text in fit.reasons
+                      if kind != "runs" or fit.runs]
+    if not any(f.runs and f.gpu for f in found):
+        lines.append("no CUDA image of these runs on this host")
+    return "\n".join(lines)
+
+
+def exit_code(found: list[Fit]) -> int:
+    """0 when a CUDA image runs (a CPU image runs anywhere and answers nothing about the GPU), else 1."""
+    return 0 if any(f.runs and f.gpu for f in found) else 1
