@@ -82,11 +82,14 @@ def test_arch_list_covers_what_the_image_declares(ready: dict, facts: Facts, cud
 
 
 def test_the_gpu_generations_the_image_publishes_are_torchs(host: Any, ready: dict, facts: Facts, cuda_image: None) -> None:
-    """image.json's gpu_archs is what `build.py fit` and image-doctor decide with (gpurules.py): the entry's claim for
-    this platform, every generation reached by torch's kernels, and '+PTX' exactly where torch carries PTX."""
+    """image.json's gpu_archs, and the cuda-archs label beside it, are what image-doctor and `build.py fit` decide with
+    (gpurules.py): the entry's claim for this platform, every generation reached by torch's kernels, and '+PTX'
+    exactly where torch carries PTX."""
     published = json.loads(host.file("/etc/torchimages/image.json").content_string).get("gpu_archs", {})
     mine = published.get(facts.expected["platform"], "")
     assert mine == facts.expected["gpu_archs"], f"image.json says {published}, the entry {facts.expected['gpu_archs']!r}"
+    label = facts.labels.get(f"{facts.label_prefix}.cuda-archs")
+    assert label == (mine or "none"), f"label {facts.label_prefix}.cuda-archs={label!r}, image.json {mine!r}"
     if not mine:
         pytest.skip("the compat data records no GPU generations for this entry")
     missing = uncovered(ready["arch_flags"], declared_archs(mine))

@@ -23,6 +23,9 @@ from .classic import ClassicBuilder
 from .inputs import BuildInputs, copy_context
 
 PLATFORM_LABEL = "io.torchimages.platform"  # the platform an image was built for, beside its configuration's own
+# The GPU generations its torch runs on, '+PTX' where it carries PTX ('7.5 8.0 8.6 9.0 10.0 12.0'), per platform: what
+# `build.py fit` decides with before the pull; 'none' for a CPU image or where the compat data records none
+GPU_ARCHS_LABEL = "io.torchimages.cuda-archs"
 PLATFORM_ARG = "TARGETPLATFORM"  # how a platform other than the default enters the content digest
 
 
@@ -206,7 +209,8 @@ class BuildRunner:
                 return self._ended(job, outcome, started, digest=None, previous=None, reused=False)
             buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job), **platform_args(job)}
             digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
-            labels = {**({CONTENT_LABEL: digest} if digest else {}), PLATFORM_LABEL: job.platform}
+            labels = {**({CONTENT_LABEL: digest} if digest else {}), PLATFORM_LABEL: job.platform,
+                      GPU_ARCHS_LABEL: job.spec.gpu_archs(job.platform) or "none"}
             previous = None if self.engine.no_cache else self.cache.reusable(job.image, digest)
             reused = bool(previous) and self._pulled(job.image, previous) and self._labelled(job.image, previous, digest)
             if reused:

@@ -14,7 +14,7 @@ import pytest
 
 from torchimages.build import render
 from torchimages.build.inputs import BuildInputs, runs_on
-from torchimages.build.jobs import PLATFORM_LABEL, BuildRunner, Selection, plan_jobs, platform_args
+from torchimages.build.jobs import GPU_ARCHS_LABEL, PLATFORM_LABEL, BuildRunner, Selection, plan_jobs, platform_args
 from torchimages.engine import BuildOutcome
 from torchimages.events import StageEvent
 
@@ -74,6 +74,9 @@ def test_each_platform_builds_from_its_own_base_for_its_platform_and_says_so(tmp
         base, ssh = asked[f"{NAME}-{arch}"], asked[f"{NAME}-ssh-{arch}"]
         assert base["platform"] == ssh["platform"] == f"linux/{arch}"
         assert base["labels"][PLATFORM_LABEL] == ssh["labels"][PLATFORM_LABEL] == f"linux/{arch}"
+        # each platform's GPU generations, as the compat data records them for its wheel (aarch64: no 7.5, adds 11.0)
+        assert base["labels"][GPU_ARCHS_LABEL] == ssh["labels"][GPU_ARCHS_LABEL] == {
+            "amd64": "7.5 8.0 8.6 9.0 10.0 12.0", "arm64": "8.0 8.6 9.0 10.0 11.0 12.0"}[arch]
         assert base["buildargs"]["BASE_IMAGE"] == {"amd64": AMD64_BASE, "arm64": ARM64_BASE}[arch]
         assert ssh["buildargs"]["BASE_IMAGE"] == f"registry.example.com/ml/pytorch:v1-{NAME}-{arch}"
     # The engine is amd64: the arm64 base's torch is installed by the build platform's pip, FROM the amd64 base
