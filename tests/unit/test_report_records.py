@@ -50,3 +50,23 @@ def test_the_report_keeps_its_json_shape_and_reads_back_typed(tmp_path: Path) ->
 
 def test_a_tag_is_made_from_release_and_image() -> None:
     assert image_tag("v2.7", "torch2.3.1-cu121-cudnn8.9-py3.11-jupyter") == "v2.7-torch2.3.1-cu121-cudnn8.9-py3.11-jupyter"
+
+
+def test_a_suite_run_on_an_image_not_built_here_records_only_its_versions(tmp_path: Path) -> None:
+    """`build.py test` on an image of another run: its record is made from what the suite checked it against, which
+    also holds the platform and the GPU generations; the report still reads back (a version key is a version)."""
+    from torchimages.input import matrix, specs
+    from torchimages.verify.smoke import SmokeResult, Target
+    from torchimages.verify.smokestage import record_result
+
+    from .conftest import ROOT
+
+    spec = specs.resolve(matrix.load(ROOT / "tests" / "integration" / "data" / "cu130-py311-platforms.matrix.yaml")).specs[0]
+    target = Target.of(spec, "base", "r/x:v1-x", "linux/arm64")
+    assert target.expected["gpu_archs"] == "8.0 8.6 9.0 10.0 11.0 12.0"
+    report = Report("v1", "matrix.yaml")
+    record_result(report, target, SmokeResult(image=target.image, tag=target.tag))
+    assert report.images[0].versions == spec.versions()
+    path = tmp_path / "build-report.json"
+    report.write(path)
+    assert Report.load(path).images[0].versions == spec.versions()

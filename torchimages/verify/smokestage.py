@@ -58,7 +58,7 @@ def failures(result: SmokeResult) -> list[str]:
 def record_result(report: Report, target: Target, result: SmokeResult) -> None:
     record = next((r for r in report.images if r.image == target.image), None)
     if record is None:
-        versions = {key: value for key, value in target.expected.items() if key not in ("archs", "platform")}
+        versions = {key: value for key, value in target.expected.items() if key not in ("archs", "gpu_archs", "platform")}
         record = ImageRecord(image=target.image, entry=target.entry or target.image, variant=target.variant,
                              tag=target.tag, result="not built here", versions=versions, platform=target.platform)
         report.images.append(record)
