@@ -319,18 +319,25 @@ def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str) -> N
 @click.option("--gpu", help="The GPU: a compute capability (8.9) or a name the compat data knows (L4, H100, GB10); "
                             "default: nvidia-smi's first GPU here.")
 @click.option("--platform", "platform_name", help="linux/amd64 or linux/arm64 (default: this machine's).")
+@click.option("--manifest", "manifest_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A release manifest (releases/v2.7.json, a release's asset): its tags instead of the matrix's entries.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def fit(matrix_path: Path, driver: str | None, gpu: str | None, platform_name: str | None, fmt: str) -> None:
+def fit(*, matrix_path: Path, driver: str | None, gpu: str | None, platform_name: str | None,
+        manifest_path: Path | None, fmt: str) -> None:
     """Which images run on a host (driver, GPU, platform), and why each other one does not: exit 0 when a CUDA image
     runs, 1 when none does."""
+    from . import manifest
     from .verify import fit as host_fit
 
     host = host_fit.host_from(driver, gpu, platform_name)
-    found = host_fit.fits(load_plan(matrix_path, quiet=True), host)
+    if manifest_path:
+        found, source = host_fit.manifest_fits(manifest.read(manifest_path), host), str(manifest_path)
+    else:
+        found, source = host_fit.fits(load_plan(matrix_path, quiet=True), host), str(matrix_path)
     if fmt == "json":
         click.echo(json.dumps({"host": host.__dict__, "images": [f.as_json() for f in found]}, indent=2))
     else:
-        out.print(host_fit.render_text(found, host, str(matrix_path)), markup=False, highlight=False)
+        out.print(host_fit.render_text(found, host, source), markup=False, highlight=False)
     sys.exit(host_fit.exit_code(found))
 
 

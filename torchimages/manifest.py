@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,10 +26,12 @@ from .input.specs import NAME, REGISTRY, Release, image_tag, release_problem
 MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
 IMAGE_FIELDS = ("image", "variant", "tag", "release_tag", "reference", "digest", "size_bytes", "layers", "versions",
-                "content_digest", "smoke", "sbom", "platform")
+                "content_digest", "smoke", "sbom", "platform", "runs_on")
 TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images", "indexes")
 INDEX_FIELDS = ("name", "release_tag", "reference", "digest", "platforms")
 SMOKE_FIELDS = ("passed", "failed", "skipped", "skipped_no_gpu")
+RUNS_ON_KEYS = ("min_driver", "min_driver_minor_compat", "gpu_archs")  # specs.ImageSpec.runs_on
+RUNS_ON_WORD = re.compile(r"\d{1,4}(\.\d{1,4}){0,2}(\+PTX)?")
 
 
 def image_name_problem(value: str) -> str | None:
@@ -74,6 +77,19 @@ def version_value_problem(value: object) -> str | None:
 
 def version_key_problem(key: str) -> str | None:
     return None if key in VERSION_KEYS else f"is not one of {', '.join(VERSION_KEYS)}"
+
+
+def runs_on_key_problem(key: str) -> str | None:
+    return None if key in RUNS_ON_KEYS else f"is not one of {', '.join(RUNS_ON_KEYS)}"
+
+
+def runs_on_value_problem(value: object) -> str | None:
+    """'none', a driver version (580.95.05) or GPU generations ('7.5 8.0 12.0+PTX')."""
+    if not isinstance(value, str):
+        return "must be a string"
+    if value == "none" or (0 < len(value) <= 200 and all(RUNS_ON_WORD.fullmatch(w) for w in value.split(" "))):
+        return None
+    return f"{visible(value)[:60]!r} is not 'none', a driver version or GPU generations (e.g. 7.5 8.0 12.0+PTX)"
 
 
 def count_problem(value: object) -> str | None:
@@ -123,6 +139,7 @@ class ManifestImage:
     content_digest: str | None = None
     sbom: SbomFile | None = None
     platform: str = DEFAULT_PLATFORM
+    runs_on: dict[str, str] | None = None  # what a host needs (specs.ImageSpec.runs_on); None in older manifests
 
     @property
     def name(self) -> str:
@@ -180,6 +197,8 @@ class ReleaseManifest:
                 "release_tag": f"{self.repository}:{self.release_tag(item.image)}", "reference": self.reference(item),
                 "digest": item.digest, "size_bytes": item.size_bytes, "layers": item.layers, "versions": item.versions,
                 "content_digest": item.content_digest, "smoke": vars(item.smoke), "platform": item.platform}
+            if item.runs_on:
+                entry["runs_on"] = item.runs_on
             if item.sbom:
                 entry["sbom"] = {"path": sbom_paths[item.image], "sha256": item.sbom.sha256,
                                  "packages": item.sbom.packages}
@@ -271,7 +290,8 @@ def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> Manif
         smoke=SmokeCounts(*(smoke.required_count(key) for key in SMOKE_FIELDS)),
         size_bytes=fields.count("size_bytes", optional=True), layers=fields.count("layers", optional=True),
         content_digest=fields.text("content_digest", digest_problem, optional=True),
-        sbom=read_sbom(fields, folder), platform=platform)
+        sbom=read_sbom(fields, folder), platform=platform,
+        runs_on=fields.table("runs_on", runs_on_key_problem, runs_on_value_problem) or None)  # type: ignore[arg-type]
 
 
 def read_sbom(fields: Fields, folder: Path) -> SbomFile | None:

@@ -94,6 +94,7 @@ class ImageRecord:
     reused: str | None = None  # the previous release's image it was stamped from, when its content was unchanged
     builder: str | None = None  # what built it in this run (buildjobs.Builder.describe), None when not built here
     platform: str = DEFAULT_PLATFORM  # what it was built for: linux/amd64, linux/arm64
+    runs_on: dict[str, str] | None = None  # what a host needs (specs.ImageSpec.runs_on): driver, GPU generations
 
     @property
     def smoke_passed(self) -> bool:

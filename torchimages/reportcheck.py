@@ -11,7 +11,14 @@ from .errors import Problem, UserError, visible
 from .input import grammar
 from .input.matrix import PLATFORMS, VARIANTS
 from .input.specs import NAME, release_problem
-from .manifest import image_name_problem, tag_part_problem, version_key_problem, version_value_problem
+from .manifest import (
+    image_name_problem,
+    runs_on_key_problem,
+    runs_on_value_problem,
+    tag_part_problem,
+    version_key_problem,
+    version_value_problem,
+)
 from .report import ImageRecord, Report
 
 NUMBERS = ("size_bytes", "adds_bytes", "floor_bytes", "layers")
@@ -62,6 +69,11 @@ def record_problem(record: ImageRecord) -> tuple[str, str] | None:
     else:
         checks += [("versions", version_key_problem(str(key)) or version_value_problem(value))
                    for key, value in record.versions.items()]
+    if record.runs_on is not None and not isinstance(record.runs_on, dict):
+        checks.append(("runs_on", "must be a JSON object"))
+    elif record.runs_on is not None:
+        checks += [("runs_on", runs_on_key_problem(str(key)) or runs_on_value_problem(value))
+                   for key, value in record.runs_on.items()]
     if record.smoke is not None:
         checks.append(("stages.smoke.image_id", optional(record.smoke.image_id, digest_problem)))
         checks += [(f"stages.smoke.{field}", number_problem(getattr(record.smoke, field)))

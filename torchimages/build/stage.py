@@ -134,7 +134,7 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
         record = ImageRecord(
             image=job.image, entry=job.spec.name, variant=job.variant, tag=job.tag, result=result_of(outcome),
             platform=job.platform,
-            versions=job.spec.versions(),
+            versions=job.spec.versions(), runs_on=job.spec.runs_on(job.platform),
             build_seconds=None if outcome.seconds is None else round(outcome.seconds, 1),
             error=failure_message(job, outcome, logs) if outcome.error and not outcome.cancelled else None,
             log=None if outcome.seconds is None else str(logs.path(job.image)),

@@ -99,6 +99,13 @@ class ImageSpec:
         ptx = dict(self.platform_ptx).get(platform)
         return " ".join(f"{arch}+PTX" if arch == ptx else arch for arch in self.archs_for(platform))
 
+    def runs_on(self, platform: str) -> dict[str, str]:
+        """What a host needs to run the image of `platform`, as the report, the release manifest and its index record it:
+        the driver its CUDA needs (and the oldest of minor-version compatibility), and its GPU generations; 'none' for
+        what does not apply."""
+        return {"min_driver": self.min_driver or "none", "min_driver_minor_compat": self.min_driver_compat or "none",
+                "gpu_archs": self.gpu_archs(platform) or "none"}
+
     def host_facts(self) -> dict[str, object]:
         """What decides whether the image runs on a host (image.json in the image; `build.py fit` before the pull):
         its versions, the driver its CUDA needs, its platforms and the GPU generations of each."""

@@ -240,5 +240,5 @@ def manifest_image(record: ImageRecord, report: Report, made: ReleaseManifest) -
     smoke = record.smoke
     return ManifestImage(image=record.image, variant=record.variant, digest=record.push.digest,
                          versions=record.versions, size_bytes=record.size_bytes, layers=record.layers,
-                         content_digest=record.content_digest, sbom=sbom, platform=record.platform,
+                         content_digest=record.content_digest, sbom=sbom, platform=record.platform, runs_on=record.runs_on,
                          smoke=SmokeCounts(smoke.passed, smoke.failed, smoke.skipped, smoke.skipped_no_gpu))

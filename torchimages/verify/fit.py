@@ -17,6 +17,7 @@ from ..errors import UserError
 from ..input import compat
 from ..input.matrix import PLATFORMS
 from ..input.specs import ImageSpec, Plan
+from ..manifest import ManifestImage, ReleaseManifest
 from ..settings import SETTINGS
 
 
@@ -60,6 +61,7 @@ class Fit:
     gpu: bool  # a CUDA image (a CPU image runs anywhere of its platform, without the GPU)
     verdict: str  # runs | unknown | fails (gpurules.verdict)
     reasons: tuple[tuple[str, str], ...]  # (runs | warns | unknown | fails, the reason in words)
+    pull: str | None = None  # a release manifest's tag to pull (an image index's for several platforms)
 
     @property
     def runs(self) -> bool:
@@ -67,7 +69,8 @@ class Fit:
 
     def as_json(self) -> dict[str, object]:
         return {"entry": self.entry, "images": list(self.images), "platform": self.platform, "gpu": self.gpu,
-                "verdict": self.verdict, "reasons": [{"kind": kind, "reason": text} for kind, text in self.reasons]}
+                "verdict": self.verdict, "reasons": [{"kind": kind, "reason": text} for kind, text in self.reasons],
+                "pull": self.pull}
 
 
 DRIVER = re.compile(r"\d{3}(\.\d{1,3}){0,2}")
@@ -129,6 +132,38 @@ def fits(plan: Plan, host: Host) -> list[Fit]:
     return found
 
 
+def manifest_facts(items: list[ManifestImage]) -> dict[str, object]:
+    """What gpurules decides with, for one release tag from its images in a release manifest (one per platform):
+    the versions, and what each platform's image records it needs (runs_on; absent from older manifests)."""
+    first = items[0]
+    versions, needs = first.versions, first.runs_on or {}
+    known = {key: value for key, value in needs.items() if value != "none"}
+    flavor = "ngc" if versions.get("ngc") else "cuda" if versions.get("cuda") else "cpu"
+    return {"flavor": flavor, "cuda": versions.get("cuda"), "min_driver": known.get("min_driver"),
+            "min_driver_minor_compat": known.get("min_driver_minor_compat"),
+            "platforms": [item.platform for item in items],
+            "gpu_archs": {item.platform: (item.runs_on or {}).get("gpu_archs") for item in items
+                          if (item.runs_on or {}).get("gpu_archs", "none") != "none"}}
+
+
+def manifest_fits(manifest: ReleaseManifest, host: Host) -> list[Fit]:
+    """Each release tag of a release manifest against the host (an image index's platforms are one tag)."""
+    gpurules = rules()
+    names: dict[str, list[ManifestImage]] = {}
+    for item in manifest.images:
+        names.setdefault(item.name, []).append(item)
+    found = []
+    for name, items in names.items():
+        facts = manifest_facts(items)
+        mine = next((item for item in items if item.platform == host.platform), items[0])
+        reasons = gpurules.findings(facts, host.platform, {"capability": host.capability, "name": host.gpu_name},
+                                    host.driver)
+        found.append(Fit(name, (mine.variant,), (mine.image,), mine.platform, bool(facts["cuda"]),
+                         gpurules.verdict(reasons), tuple(reasons),
+                         pull=f"{manifest.repository}:{manifest.release_tag(name)}"))
+    return found
+
+
 def render_text(found: list[Fit], host: Host, source: str) -> str:
     lines = [f"fit: {host.describe()}; the images of {source}"]
     for verdict, title in (("runs", "runs here"), ("unknown", "cannot tell"), ("fails", "does not run here")):
@@ -137,7 +172,8 @@ def render_text(found: list[Fit], host: Host, source: str) -> str:
             continue
         lines.append(f"{title}: {len(group)}")
         for fit in group:
-            lines.append(f"  {fit.entry} [{fit.platform}] ({', '.join(fit.variants)})")
+            lines.append(f"  {fit.entry} [{fit.platform}] ({', '.join(fit.variants)})"
+                         + (f": {fit.pull}" if fit.pull else ""))
             lines += [f"    {'warning: ' if kind == 'warns' else ''}{text}" for kind, text in fit.reasons
                       if kind != "runs" or fit.runs]
     if not any(f.runs and f.gpu for f in found):

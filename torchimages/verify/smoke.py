@@ -157,12 +157,14 @@ class Target:
     expected: dict[str, Any]
     entry: str = ""  # the matrix entry (the base image's name); "" for images tested outside a matrix
     platform: str = DEFAULT_PLATFORM
+    runs_on: dict[str, str] | None = None  # what a host needs to run it (specs.ImageSpec.runs_on)
 
     @classmethod
     def of(cls, spec: ImageSpec, variant: str, tag: str, platform: str = DEFAULT_PLATFORM) -> Target:
         """The image of `spec`'s `variant` for `platform` built as `tag`, checked against what the matrix declares."""
         return cls(image=spec.platform_image(variant, platform).image, tag=tag, variant=variant, flavor=spec.flavor,
-                   expected=expected_of(spec, platform), entry=spec.name, platform=platform)
+                   expected=expected_of(spec, platform), entry=spec.name, platform=platform,
+                   runs_on=spec.runs_on(platform))
 
 
 def expected_of(spec: ImageSpec, platform: str = DEFAULT_PLATFORM) -> dict[str, Any]:

@@ -60,7 +60,8 @@ def record_result(report: Report, target: Target, result: SmokeResult) -> None:
     if record is None:
         versions = {key: value for key, value in target.expected.items() if key not in ("archs", "gpu_archs", "platform")}
         record = ImageRecord(image=target.image, entry=target.entry or target.image, variant=target.variant,
-                             tag=target.tag, result="not built here", versions=versions, platform=target.platform)
+                             tag=target.tag, result="not built here", versions=versions, platform=target.platform,
+                             runs_on=target.runs_on)
         report.images.append(record)
     record.smoke = result.record()
 

@@ -3,6 +3,7 @@ templates/files/gpurules.py to what the compat data says of each image (its CUDA
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from torchimages.verify import fit
 
 from ...buildpy import build_py as run_build_py
 from ..conftest import ROOT
+from ..release_files import CU130, REPOSITORY, two_platform_release
 from .test_image_doctor import doctor
 
 ENTRIES = [
@@ -21,8 +23,7 @@ ENTRIES = [
     {"flavor": "cuda", "torch": "2.14.0", "cuda": "13.0", "python": "3.11", "platforms": ["linux/amd64", "linux/arm64"]},
     {"flavor": "cpu", "torch": "2.13.0", "python": "3.11"},
 ]
-CU121, CU128, CU130 = "torch2.3.1-cu121-cudnn8.9-py3.11", "torch2.7.1-cu128-cudnn9.7-py3.11", \
-    "torch2.14.0-cu130-cudnn9.24-py3.11"
+CU121, CU128 = "torch2.3.1-cu121-cudnn8.9-py3.11", "torch2.7.1-cu128-cudnn9.7-py3.11"  # CU130: release_files's
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +105,38 @@ def test_the_rule_file_fit_loads_is_the_one_the_images_carry() -> None:
     source = ROOT / "templates" / "files" / "gpurules.py"
     assert Path(fit.rules().__file__) == source
     assert rendered.read_text() == source.read_text()
+
+
+def write_manifest(folder: Path, data: dict) -> Path:
+    path = folder / "v2.7.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_release_manifest_answers_per_tag_from_what_each_platform_records(tmp_path: Path) -> None:
+    path = write_manifest(tmp_path, two_platform_release())
+    result = run_build_py("fit", "--manifest", str(path), "--driver", "580.95.05", "--gpu", "GB10",
+                          "--platform", "linux/arm64", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    found = {item["entry"]: item for item in json.loads(result.stdout)["images"]}
+    assert set(found) == {CU130, f"{CU130}-ssh"}
+    assert found[CU130]["verdict"] == "runs" and found[CU130]["images"] == [f"{CU130}-arm64"]
+    assert found[CU130]["pull"] == f"{REPOSITORY}:v2.7-{CU130}"  # the image index's tag
+    assert "sm_120 kernels run on compute capability 12.1" in str(found[CU130]["reasons"])
+    p100 = run_build_py("fit", "--manifest", str(path), "--driver", "580.95.05", "--gpu", "P100", "--platform",
+                        "linux/amd64")
+    assert p100.returncode == 1 and "no kernel for compute capability 6.0" in p100.stdout, p100.stdout
+
+
+def test_an_older_manifest_without_runs_on_cannot_tell_and_a_hostile_one_is_refused(tmp_path: Path) -> None:
+    data = two_platform_release()
+    for image in data["images"]:
+        del image["runs_on"]
+    older = run_build_py("fit", "--manifest", str(write_manifest(tmp_path, data)), "--driver", "580.95.05",
+                         "--gpu", "9.0", "--platform", "linux/amd64")
+    assert older.returncode == 1 and "cannot tell: 2" in older.stdout, older.stdout
+    data = two_platform_release()
+    data["images"][0]["runs_on"]["gpu_archs"] = "8.0 $(reboot)"
+    hostile = run_build_py("fit", "--manifest", str(write_manifest(tmp_path, data)), "--driver", "580.95.05",
+                           "--gpu", "9.0")
+    assert hostile.returncode == 2 and "runs_on" in hostile.stderr and "Traceback" not in hostile.stderr, hostile.stderr
