@@ -7,7 +7,9 @@
 #                                            with GITHUB_ENV set, TORCHIMAGES_PREVIOUS and TORCHIMAGES_CACHE_FROM are
 #                                            written there for the later steps. No previous release: a note, exit 0.
 #   release-assets.sh publish RELEASE        releases/RELEASE-diff.md against releases/previous/ (when there is one),
-#                                            then the GitHub release RELEASE with the tarball as its asset.
+#                                            then the GitHub release RELEASE with the tarball, the diff and the host
+#                                            index (RELEASE-hosts.json: each tag's platforms, versions, GPU generations
+#                                            and driver) as its assets.
 # Needs gh (GH_TOKEN) and, for publish, the python of .venv.
 set -euo pipefail
 usage="usage: release-assets.sh previous RELEASE DIR | publish RELEASE"
@@ -103,8 +105,10 @@ publish() {
     if ! gh release view "${release}" > /dev/null 2>&1; then
         gh release create "${release}" --verify-tag --title "${release}" --notes-file "${notes}"
     fi
-    gh release upload "${release}" "releases/${release}-manifest.tar.gz" "${notes}" --clobber
-    echo "release-assets: ${release}: manifest, SBOMs and diff attached to its GitHub release"
+    local hosts=()
+    [ -f "releases/${release}-hosts.json" ] && hosts=("releases/${release}-hosts.json")
+    gh release upload "${release}" "releases/${release}-manifest.tar.gz" "${notes}" "${hosts[@]}" --clobber
+    echo "release-assets: ${release}: manifest, SBOMs, diff and host index attached to its GitHub release"
 }
 
 case "${command}" in

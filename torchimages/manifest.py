@@ -346,9 +346,29 @@ def write(manifest: ReleaseManifest, path: Path) -> tuple[Path, Path]:
             target.unlink(missing_ok=True)  # a link left there is replaced, not written through
             target.write_bytes(content)
     atomic_write(path, json.dumps(manifest.to_json(paths), indent=2) + "\n")
+    atomic_write(hosts_path(path), json.dumps(host_index(manifest), indent=2) + "\n")
     markdown = path.with_suffix(".md")
     atomic_write(markdown, markdown_table(manifest))
     return path, markdown
+
+
+def hosts_path(path: Path) -> Path:
+    """The host index beside a manifest: releases/v2.7.json -> releases/v2.7-hosts.json."""
+    return path.with_name(f"{path.stem}-hosts.json")
+
+
+def host_index(manifest: ReleaseManifest) -> dict[str, object]:
+    """The small machine-readable index a release publishes: for each tag, each platform's pin, versions and what a
+    host needs to run it (the GPU generations, the driver): what `build.py fit` decides with, without the rest."""
+    tags: dict[str, dict[str, object]] = {}
+    for item in manifest.images:
+        tag = tags.setdefault(item.name, {"tag": f"{manifest.repository}:{manifest.pushed_tag(item.name)}",
+                                          "platforms": {}})
+        tag["platforms"][item.platform] = {  # type: ignore[index]
+            "pin": manifest.reference(item), **{key: item.versions.get(key) for key in VERSION_KEYS},
+            **(item.runs_on or dict.fromkeys(RUNS_ON_KEYS))}
+    return {"release": manifest.release, "candidate": manifest.candidate, "repository": manifest.repository,
+            "tags": list(tags.values())}
 
 
 def markdown_table(manifest: ReleaseManifest) -> str:

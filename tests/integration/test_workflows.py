@@ -246,6 +246,9 @@ def test_the_first_release_has_no_previous_one_and_attaches_its_manifest(release
     assert {f"{RELEASE}.json", f"{RELEASE}.md", f"{RELEASE}-diff.md", f"{RELEASE}.sbom"} <= set(names), names
     assert sum(name.endswith(".spdx.json") for name in names) == 3, names
     assert "nothing to compare with" in (github_releases / RELEASE / f"{RELEASE}-diff.md").read_text()
+    hosts = json.loads((github_releases / RELEASE / f"{RELEASE}-hosts.json").read_text())  # an asset of its own
+    assert len(hosts["tags"]) == 3 and all(platforms["linux/amd64"]["gpu_archs"] == "none"  # CPU images
+                                           for platforms in (tag["platforms"] for tag in hosts["tags"])), hosts
 
 
 def test_the_next_release_reuses_the_unchanged_entry_and_attaches_its_diff(

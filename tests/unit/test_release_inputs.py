@@ -342,3 +342,20 @@ def test_publish_writes_each_pushed_image_once_in_name_order_with_what_its_repor
     untested = pushed_record(smoke=None)
     with pytest.raises(UserError, match="records a push but no smoke results"):
         publish.manifest([Report("v2.7", "matrix.yaml", images=[untested], folder=tmp_path)], REPOSITORY)
+
+
+def test_a_written_manifest_has_its_host_index_beside_it(tmp_path: Path) -> None:
+    """releases/v2.7-hosts.json: per tag, each platform's pin, versions, GPU generations and driver, from the manifest
+    as read (what `build.py fit --manifest` decides with), published as a release asset of its own."""
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(two_platform_release()))
+    json_path, _ = manifest.write(manifest.read(source), tmp_path / "releases" / "v2.7.json")
+    index = json.loads((tmp_path / "releases" / "v2.7-hosts.json").read_text())
+    assert json_path.name == "v2.7.json" and index["release"] == "v2.7" and index["repository"] == REPOSITORY
+    tags = {tag["tag"]: tag["platforms"] for tag in index["tags"]}
+    assert set(tags) == {f"{REPOSITORY}:v2.7-{CU130}", f"{REPOSITORY}:v2.7-{CU130}-ssh"}
+    arm64 = tags[f"{REPOSITORY}:v2.7-{CU130}"]["linux/arm64"]
+    assert arm64["pin"] == f"{REPOSITORY}@{digest('p1')}" and arm64["cuda"] == "13.0"
+    assert (arm64["gpu_archs"], arm64["min_driver"], arm64["min_driver_minor_compat"]) == \
+        ("8.0 8.6 9.0 10.0 11.0 12.0", "580.95.05", "580")
+    assert tags[f"{REPOSITORY}:v2.7-{CU130}"]["linux/amd64"]["gpu_archs"] == "7.5 8.0 8.6 9.0 10.0 12.0"
