@@ -16,10 +16,11 @@ import docker
 import requests
 
 from torchimages import manifest
+from torchimages.input import matrix, specs
 from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
 from torchimages.publish.promote import INDEX_TYPE
 
-from ..conftest import CANDIDATE, RELEASE, ROOT, Registry, as_release_user
+from ..conftest import CANDIDATE, RELEASE, ROOT, Registry, as_release_user, build_py
 
 NAME = "torch2.14.0-cu130-cudnn9.24-py3.11"
 MATRIX = """registry: registry.example.com/ml/pytorch
@@ -45,14 +46,15 @@ def test_a_release_of_two_platforms_has_one_index_per_tag_that_the_engine_pulls_
         api: docker.APIClient, registry: Registry, base_image: str, arm64_base_image: str, tmp_path: Path) -> None:
     repository = f"{registry.host}/ml/platforms"
     bases = {"linux/amd64": base_image, "linux/arm64": arm64_base_image}
+    (tmp_path / "matrix.yaml").write_text(MATRIX)
+    spec = specs.resolve(matrix.load(tmp_path / "matrix.yaml")).specs[0]
     images = []
     for platform, base in bases.items():
         image = f"{NAME}-{platform.split('/')[1]}"
         digest = push(api, registry, base, repository, f"{RELEASE}-{CANDIDATE}-{image}")
         images.append(ManifestImage(image, "base", digest, {"torch": "2.14.0", "cuda": "13.0"},
-                                    SmokeCounts(20, 0, 10, 8), platform=platform))
+                                    SmokeCounts(20, 0, 10, 8), platform=platform, runs_on=spec.runs_on(platform)))
     manifest.write(ReleaseManifest(RELEASE, repository, tuple(images), candidate=CANDIDATE), tmp_path / "candidates.json")
-    (tmp_path / "matrix.yaml").write_text(MATRIX)
 
     promoted = as_release_user("promote", "--tag", RELEASE, "--candidates", str(tmp_path / "candidates.json"),
                                "--matrix", str(tmp_path / "matrix.yaml"), "--registry", repository, "--plain",
@@ -82,3 +84,14 @@ def test_a_release_of_two_platforms_has_one_index_per_tag_that_the_engine_pulls_
         assert f"{info['Os']}/{info['Architecture']}" == platform, info
         assert info["RootFS"]["Layers"] == api.inspect_image(base)["RootFS"]["Layers"]
         api.remove_image(pulled)
+
+    # What a host needs travels with the promotion: fit answers from the release's manifest, per platform of the tag
+    fit = build_py("fit", "--manifest", str(tmp_path / "release.json"), "--driver", "580.95.05", "--gpu", "GB10",
+                   "--platform", "linux/arm64")
+    assert fit.returncode == 0 and f"{NAME} [linux/arm64] (base): {repository}:{RELEASE}-{NAME}" in fit.stdout, fit
+    assert "sm_120 kernels run on compute capability 12.1" in fit.stdout, fit.stdout
+    older_driver = build_py("fit", "--manifest", str(tmp_path / "release.json"), "--driver", "575.57.08", "--gpu", "H100",
+                            "--platform", "linux/amd64")
+    assert older_driver.returncode == 1 and "driver 575 is older than the 580 this image needs" in older_driver.stdout
+    hosts = json.loads((tmp_path / "release-hosts.json").read_text())
+    assert hosts["tags"][0]["platforms"]["linux/arm64"]["gpu_archs"] == "8.0 8.6 9.0 10.0 11.0 12.0", hosts
