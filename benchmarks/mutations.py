@@ -291,6 +291,30 @@ MUTATIONS = [
              "devel: a +PTX generation asked for no PTX"),
     Mutation("tests/smoke/probes/gpucheck.py", "            entry += entry_header + payload", "            entry = end",
              "devel: only the first entry of a fat binary read"),
+    # fit: the one rule (templates/files/gpurules.py) and what carries its data from the specs to a release
+    Mutation("templates/files/gpurules.py", 'if kind == "sm" and arch_major == major and arch_minor <= minor:',
+             'if kind == "sm" and arch_major == major and arch_minor == minor:', "fit: a kernel reaches only its own minor"),
+    Mutation("templates/files/gpurules.py", '    if ptx and driver_state_found == "minor-version compatibility":',
+             "    if False:", "fit: PTX counted on a driver of minor-version compatibility"),
+    Mutation("templates/files/gpurules.py", '        compat_package = image.get("flavor") == "ngc"',
+             "        compat_package = True", "fit: forward compatibility assumed for a wheel-based image"),
+    Mutation("templates/files/gpurules.py", "    if platform not in platforms:", "    if False:",
+             "fit: another platform's image said to run"),
+    Mutation("templates/files/gpurules.py", "FAILS if FAILS in kinds else UNKNOWN if UNKNOWN in kinds else RUNS",
+             "FAILS if FAILS in kinds else RUNS", "fit: an image of unknown generations said to run"),
+    Mutation("torchimages/verify/fit.py", "return 0 if any(f.runs and f.gpu for f in found) else 1",
+             "return 0 if any(f.runs for f in found) else 1", "fit: a CPU image makes it exit 0"),
+    Mutation("torchimages/input/specs.py", 'return " ".join(f"{arch}+PTX" if arch == ptx else arch for arch in',
+             'return " ".join(arch for arch in', "fit: the PTX a wheel carries left unpublished"),
+    Mutation("torchimages/build/jobs.py", 'GPU_ARCHS_LABEL: job.spec.gpu_archs(job.platform) or "none"',
+             'GPU_ARCHS_LABEL: job.spec.gpu_archs(DEFAULT_PLATFORM) or "none"',
+             "fit: an arm64 image labelled with amd64's generations"),
+    Mutation("torchimages/publish/push.py", "platform=record.platform, runs_on=record.runs_on,",
+             "platform=record.platform,", "fit: push leaves what a host needs out of the manifest"),
+    Mutation("torchimages/manifest.py", '    if value == "none" or (0 < len(value) <= 200',
+             '    if True or (0 < len(value) <= 200', "fit: any runs_on value read from a manifest"),
+    Mutation("torchimages/build/stage.py", "versions=job.spec.versions(), runs_on=job.spec.runs_on(job.platform),",
+             "versions=job.spec.versions(),", "fit: the report records no runs_on"),
 ]
 
 
@@ -299,7 +323,10 @@ def copy_tree(target: Path) -> None:
                             capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, listed):
         source = ROOT / name
-        if source.is_file():
+        if source.is_symlink():  # tests/smoke/probes/gpurules.py: a mutated rule reaches the probes too
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            (target / name).symlink_to(source.readlink())
+        elif source.is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
 

@@ -168,3 +168,22 @@ def test_a_devel_image_of_another_platform_is_told_its_arch_list() -> None:
     assert platform_args(jobs[("devel", "linux/arm64")]) == {"TORCH_CUDA_ARCH_LIST": "8.0;8.6;9.0;10.0;11.0;12.0+PTX"}
     assert platform_args(jobs[("devel", "linux/amd64")]) == {}, "the rendered Dockerfile's default is amd64's list"
     assert platform_args(jobs[("ssh", "linux/arm64")]) == {}
+
+
+def test_each_platforms_record_says_what_a_host_needs_to_run_it(tmp_path: Path) -> None:
+    """The report records runs_on per platform (push carries it into the release manifest, fit and the host index
+    read it there), also for an image whose build failed."""
+    from torchimages.build import stage
+    from torchimages.build.stage import BuildOptions
+    from torchimages.progress import LogFiles
+
+    plan = plan_of(ENTRY)
+    render.write(plan, "v1", tmp_path / "images")
+    jobs = plan_jobs(plan, "v1", tmp_path / "images", Selection())
+    outcomes = {job.image: BuildOutcome(job.image, job.tag, error="stopped") for job in jobs}
+    report = stage.make_report(plan, BuildOptions("v1", tmp_path / "images"), jobs, outcomes=outcomes,
+                               engine=FakeEngine().engine, logs=LogFiles(tmp_path / "logs"))
+    needs = {record.image: record.runs_on for record in report.images}
+    assert needs[f"{NAME}-arm64"] == needs[f"{NAME}-ssh-arm64"] == {
+        "min_driver": "580.95.05", "min_driver_minor_compat": "580", "gpu_archs": "8.0 8.6 9.0 10.0 11.0 12.0"}
+    assert needs[f"{NAME}-amd64"]["gpu_archs"] == "7.5 8.0 8.6 9.0 10.0 12.0"
