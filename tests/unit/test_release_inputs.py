@@ -229,6 +229,8 @@ def report_with(record: ImageRecord, folder: Path, **raw: object) -> Path:
     ({"sbom": SbomStage("/etc/passwd", "0" * 64, digest("id"), {})}, "field 'stages.sbom.path'"),
     ({"sbom": SbomStage("../x.json", "0" * 64, digest("id"), {})}, "field 'stages.sbom.path'"),
     ({"versions": {"torch": "2.13.0\n"}}, "field 'versions'"),
+    ({"runs_on": {"gpu_archs": "8.0 $(id)"}}, "field 'runs_on'"),
+    ({"runs_on": {"driver": "580"}}, "field 'runs_on'"),
     ({"tag": "x\ny"}, "field 'tag'"),
     ({"raw": {"size_bytes": "big"}}, "field 'size_bytes'"),
     ({"raw": {"layers": True}}, "field 'layers'"),
@@ -249,6 +251,10 @@ def test_manifest_of_a_clean_report_writes_inside_its_folder(tmp_path: Path) -> 
     result = build_py("manifest", "--registry", REPOSITORY, "--out", str(out), str(report), cwd=tmp_path, timeout=60)
     assert result.returncode == 0, result.stderr
     assert manifest.read(out).images[0].digest == digest(0)
+    # what a host needs travels from the report into the manifest and its host index (fit reads them there)
+    assert manifest.read(out).images[0].runs_on == pushed_record().runs_on
+    assert json.loads((out.parent / "v2.7-hosts.json").read_text())["tags"][0]["platforms"]["linux/amd64"]["gpu_archs"] \
+        == "none"
 
 
 def test_push_refuses_the_report_of_another_release(tmp_path: Path) -> None:
