@@ -2,7 +2,7 @@
 # Fill a wheelhouse so an image builds offline (`build.py ... --wheelhouse DIR --offline`):
 # every requirement and its dependencies, as wheels for the container's Python, not the host's.
 # Reuses DIR when an earlier run with the same arguments completed, so a second run downloads
-# nothing.
+# nothing; a run that starts while another fills DIR waits for it.
 #   scripts/make-wheelhouse.sh DIR PYTHON_VERSION REQUIREMENT...
 #   e.g. scripts/make-wheelhouse.sh .cache/wheelhouse-cu121 3.11.2 torch==2.3.1 torchvision==0.18.1 numpy
 # WHEEL_MACHINE=aarch64 fills it for linux/arm64 images instead (default x86_64).
@@ -21,6 +21,10 @@ for minor in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${minor}_${m
 platforms+=(--platform "manylinux2014_${machine}")
 [ "${machine}" = x86_64 ] && platforms+=(--platform manylinux2010_x86_64 --platform manylinux1_x86_64)
 mkdir -p "${dir}"
+# One fill at a time per folder: a second run (the test session's prefetch and a fixture) waits for the first, then
+# finds its marker.
+exec 9> "${dir}/.lock"
+flock 9
 marker="${dir}/.complete-$(printf '%s\n' "${python_version}" "$@" | sha256sum | cut -c1-16)"
 [ "${machine}" = x86_64 ] || marker="${marker}-${machine}"
 if [ -f "${marker}" ]; then

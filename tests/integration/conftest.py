@@ -31,13 +31,15 @@ from torchimages.input import compat, matrix, specs
 from torchimages.settings import SETTINGS
 from torchimages.verify.smoke import expected_of
 
+from . import wheelhouses
+from .wheelhouses import Wheelhouse
+
 BASE_IMAGE = "torchimages/debian:bookworm-minbase"
 RELEASE = "it"
 CPU_GLOB = "torch*-cpu-py*"
 CPU_ENTRY = "torch2.13.0-cpu-py3.11"
 # The flagship: builds here from PyPI's default (cu121) torch wheels, on Debian's Python 3.11.
 CUDA_ENTRY = "torch2.3.1-cu121-cudnn8.9-py3.11"
-DEBIAN_PYTHON = "3.11.2"  # wheels are resolved for the container's Python, not the host's
 DATA = Path(__file__).parent / "data"
 NGC_MATRIX, NGC_COMPAT = DATA / "ngc-shaped.matrix.yaml", DATA / "ngc-shaped.compat.yaml"
 # Given to the build as a pip index and a proxy: neither may reach any image.
@@ -77,6 +79,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if opted_in:
         config.hook.pytest_deselected(items=opted_in)
         items[:] = [item for item in items if item not in opted_in]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The CUDA-sized wheelhouses of the selected modules start downloading now, in the order the modules run
+    (wheelhouses.py): while the unit tests and the first modules use the CPU, not at each module's start."""
+    if session.config.option.collectonly:
+        return
+    modules = list({item.module: None for item in session.items if isinstance(item, pytest.Function)})
+    prefetch = wheelhouses.start(modules, ROOT / ".cache" / "wheelhouse-prefetch.log")
+    if prefetch is not None:
+        session.config.stash[PREFETCH] = prefetch
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if prefetch := session.config.stash.get(PREFETCH, None):
+        prefetch.stop()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if prefetch := config.stash.get(PREFETCH, None):
+        terminalreporter.write_line("wheelhouse prefetch (the CUDA-sized modules' wheels, downloaded from the "
+                                    f"session's start): {'; '.join(prefetch.done) or 'nothing finished'}")
+
+
+PREFETCH = pytest.StashKey["wheelhouses.Prefetch"]()
 
 
 def engine_client(timeout: int = 30) -> docker.APIClient | None:
@@ -292,14 +319,17 @@ def tested_report(smoke_run: tuple) -> Path:
     return Path(report["_path"])
 
 
-@pytest.fixture(scope="session")
-def cuda_wheelhouse() -> Path:
+def cuda_entry_wheelhouse() -> Wheelhouse:
     """torch and everything the CUDA entry and its variants install, for Debian's Python (cached in .cache)."""
     spec = entry_spec(CUDA_ENTRY)
-    folder = ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}"
-    script("make-wheelhouse.sh", str(folder), DEBIAN_PYTHON, f"torch=={spec.torch}", *spec.domain_pins, "numpy",
-           f"jupyterlab=={SETTINGS.jupyterlab}", f"notebook=={SETTINGS.notebook}", "ipykernel", timeout=1800)
-    return folder
+    return Wheelhouse(ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}",
+                      (f"torch=={spec.torch}", *spec.domain_pins, "numpy", f"jupyterlab=={SETTINGS.jupyterlab}",
+                       f"notebook=={SETTINGS.notebook}", "ipykernel"))
+
+
+@pytest.fixture(scope="session")
+def cuda_wheelhouse() -> Path:
+    return cuda_entry_wheelhouse().make()
 
 
 @pytest.fixture(scope="session")
@@ -334,9 +364,9 @@ def cuda13_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytes
     which the Debian base does not carry and no reachable source provides) from PyPI's wheels, with BuildKit, on a
     local CUDA 13.0 base."""
     spec = specs.resolve(matrix.load(CUDA13_MATRIX)).specs[0]
-    wheels = ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}"
-    script("make-wheelhouse.sh", str(wheels), DEBIAN_PYTHON, f"torch=={spec.torch}", *spec.domain_pins, "numpy",
-           f"jupyterlab=={SETTINGS.jupyterlab}", f"notebook=={SETTINGS.notebook}", "ipykernel", timeout=1800)
+    wheels = Wheelhouse(ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}",
+                        (f"torch=={spec.torch}", *spec.domain_pins, "numpy", f"jupyterlab=={SETTINGS.jupyterlab}",
+                         f"notebook=={SETTINGS.notebook}", "ipykernel")).make()
     base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
     script("make-cuda-base-image.sh", spec.cuda_image, base, base_image)
     yield from removed_at_the_end(api, build_entry(

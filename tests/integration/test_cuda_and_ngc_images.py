@@ -14,7 +14,19 @@ import yaml
 
 from torchimages.verify.smoke import NO_GPU, SmokeResult, SmokeRunner, Target
 
-from .conftest import NGC_COMPAT, EntryBuild, build_entry, build_py, entry_spec_with, ngc_env, run_in, smoke_test
+from .conftest import (
+    NGC_COMPAT,
+    EntryBuild,
+    build_entry,
+    build_py,
+    cuda_entry_wheelhouse,
+    entry_spec_with,
+    ngc_env,
+    run_in,
+    smoke_test,
+)
+
+WHEELHOUSES = (cuda_entry_wheelhouse,)  # prefetched from the session's start (wheelhouses.py)
 
 LITERAL_FORMS = {"jupyter": ("jupyter-lab", "jupyter-notebook", "jupyter-server"), "ssh": ("sshd", "usr-sbin-sshd")}
 

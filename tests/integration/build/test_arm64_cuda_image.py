@@ -17,7 +17,6 @@ from torchimages.input import matrix, specs
 
 from ..conftest import (
     DATA,
-    DEBIAN_PYTHON,
     ROOT,
     EntryBuild,
     build_entry,
@@ -25,18 +24,27 @@ from ..conftest import (
     script,
     smoke_test,
 )
+from ..wheelhouses import Wheelhouse
 
 MATRIX = DATA / "cu130-py311-platforms.matrix.yaml"
 ARM64 = "linux/arm64"
+
+
+def arm64_wheelhouse() -> Wheelhouse:
+    """The aarch64 wheels of torch and the rest of the entry, for Debian's Python."""
+    spec = specs.resolve(matrix.load(MATRIX)).specs[0]
+    return Wheelhouse(ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}-aarch64",
+                      (f"torch=={spec.torch}", *spec.domain_pins, "numpy"), machine="aarch64")
+
+
+WHEELHOUSES = (arm64_wheelhouse,)  # prefetched from the session's start (wheelhouses.py)
 
 
 @pytest.fixture(scope="module")
 def arm64_cuda_build(api: docker.APIClient, base_image: str, arm64_base_image: str,
                      tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
     spec = specs.resolve(matrix.load(MATRIX)).specs[0]
-    wheels = ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}-aarch64"
-    script("make-wheelhouse.sh", str(wheels), DEBIAN_PYTHON, f"torch=={spec.torch}", *spec.domain_pins, "numpy",
-           timeout=1800, env={"WHEEL_MACHINE": "aarch64"})
+    wheels = arm64_wheelhouse().make()
     bases = {}
     for platform, os_base in (("linux/amd64", base_image), (ARM64, arm64_base_image)):
         bases[platform] = f"torchimages/cuda:{spec.cuda_image}-base-debian12{'-arm64' if platform == ARM64 else ''}"

@@ -19,17 +19,26 @@ from torchimages.input.matrix import DEFAULT_PLATFORM
 from torchimages.settings import SETTINGS
 from torchimages.verify.smoke import NO_GPU
 
-from ..conftest import DATA, DEBIAN_PYTHON, ROOT, EntryBuild, build_entry, removed_at_the_end, run_in, script, smoke_test
+from ..conftest import DATA, ROOT, EntryBuild, build_entry, removed_at_the_end, run_in, script, smoke_test
+from ..wheelhouses import Wheelhouse
 
 DEVEL_MATRIX = DATA / "cu130-py311-devel.matrix.yaml"
+
+
+def devel_wheelhouse() -> Wheelhouse:
+    """torch, its compiler from PyPI and ninja, for Debian's Python."""
+    spec = specs.resolve(matrix.load(DEVEL_MATRIX)).specs[0]
+    return Wheelhouse(ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}",
+                      (f"torch=={spec.torch}", *spec.domain_pins, "numpy", str(spec.devel_pip), f"ninja=={SETTINGS.ninja}"))
+
+
+WHEELHOUSES = (devel_wheelhouse,)  # prefetched from the session's start (wheelhouses.py)
 
 
 @pytest.fixture(scope="module")
 def devel_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
     spec = specs.resolve(matrix.load(DEVEL_MATRIX)).specs[0]
-    wheels = ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}"
-    script("make-wheelhouse.sh", str(wheels), DEBIAN_PYTHON, f"torch=={spec.torch}", *spec.domain_pins, "numpy",
-           str(spec.devel_pip), f"ninja=={SETTINGS.ninja}", timeout=1800)
+    wheels = devel_wheelhouse().make()
     base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
     script("make-cuda-base-image.sh", str(spec.cuda_image), base, base_image)
     yield from removed_at_the_end(api, build_entry(

@@ -1,0 +1,104 @@
+"""The CUDA-sized wheelhouses the integration tests build from (about 9 GB on a fresh machine), and their prefetch.
+
+Downloading them is network-bound, and each module used to wait for its own at its start while both cores sat idle.
+So when the session has collected its tests, one thread fills every wheelhouse a selected module declares
+(`WHEELHOUSES`, a tuple of functions returning a `Wheelhouse`), in the order the modules run, while the unit tests and
+the first modules use the CPU. A module's fixture still fills its own (`Wheelhouse.make`): scripts/make-wheelhouse.sh
+takes a lock per folder, so the fixture waits for a fill under way and then finds it complete, or fills it itself
+where the prefetch failed or was not started (one test run alone). A session that ends stops the prefetch.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.buildpy import ROOT
+
+DEBIAN_PYTHON = "3.11.2"  # wheels are resolved for the container's Python, not the host's
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    """A folder of wheels for Debian's Python on `machine`: every requirement and its dependencies."""
+
+    folder: Path
+    requirements: tuple[str, ...]
+    machine: str = "x86_64"
+
+    def command(self) -> list[str]:
+        return ["bash", str(ROOT / "scripts" / "make-wheelhouse.sh"), str(self.folder), DEBIAN_PYTHON,
+                *self.requirements]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "WHEEL_MACHINE": self.machine}
+
+    def make(self, timeout: float = 1800) -> Path:
+        """Fill the folder (or wait for the prefetch filling it); a failure fails the calling fixture."""
+        result = subprocess.run(self.command(), cwd=ROOT, env=self.env(), capture_output=True, text=True,
+                                timeout=timeout, check=False)
+        assert result.returncode == 0, f"scripts/make-wheelhouse.sh failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
+        return self.folder
+
+
+def declared(modules: Iterable[object]) -> list[Wheelhouse]:
+    """The wheelhouses the modules declare, in the modules' order, each folder once."""
+    found: dict[Path, Wheelhouse] = {}
+    for module in modules:
+        for make in getattr(module, "WHEELHOUSES", ()):
+            wheelhouse = make()
+            found.setdefault(wheelhouse.folder, wheelhouse)
+    return list(found.values())
+
+
+@dataclass
+class Prefetch:
+    """Fills the wheelhouses one after another in a thread; `stop` ends the fill under way."""
+
+    wheelhouses: list[Wheelhouse]
+    log: Path
+    done: list[str] = field(default_factory=list)  # one line per wheelhouse: its folder, exit code and seconds
+    _process: subprocess.Popen[bytes] | None = None
+    _stopped: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="wheelhouse-prefetch", daemon=True)
+        thread.start()
+        return thread
+
+    def _run(self) -> None:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            for wheelhouse in self.wheelhouses:
+                started = time.monotonic()
+                with self._lock:
+                    if self._stopped.is_set():
+                        return
+                    self._process = subprocess.Popen(wheelhouse.command(), cwd=ROOT, env=wheelhouse.env(),
+                                                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                code = self._process.wait()
+                self.done.append(f"{wheelhouse.folder.name}: rc {code}, {time.monotonic() - started:.0f} s")
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped.set()
+            if self._process is not None and self._process.poll() is None:
+                os.killpg(self._process.pid, signal.SIGTERM)
+                self._process.wait()
+
+
+def start(modules: Iterable[object], log: Path) -> Prefetch | None:
+    """Prefetch what the modules declare; None when they declare nothing."""
+    wheelhouses = declared(modules)
+    if not wheelhouses:
+        return None
+    prefetch = Prefetch(wheelhouses, log)
+    prefetch.start()
+    return prefetch
