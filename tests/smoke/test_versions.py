@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,6 +80,16 @@ def test_constraint_file_blocks_another_torch(host: Any, facts: Facts) -> None:
         f"pip install {other} was not refused by the constraint file:\n{blocked.stdout}{blocked.stderr}")
     unconstrained = run(host, f"env PIP_CONSTRAINT= python -m pip install --no-index --dry-run {other}")
     assert "constraint" not in (unconstrained.stdout + unconstrained.stderr), "control: without PIP_CONSTRAINT"
+
+
+def test_the_user_can_add_a_package_to_the_environment(host: Any, facts: Facts) -> None:
+    """`pip install` as the image's user (a notebook's `%pip install`) puts the package into the image's environment,
+    in every variant: a variant's COPY of its own files once handed the environment's folders to root."""
+    seen = probe(host, facts, "userinstall")
+    assert seen["returncode"] == 0, f"pip install as the image's user failed:\n{seen['output']}"
+    if seen["venv"]:  # an NGC image's system Python sends the user's packages to their user site, as pip does
+        assert str(Path(seen["where"]).parent) == seen["environment"], (
+            f"the package went to {seen['where']}, not into the environment {seen['environment']}:\n{seen['output']}")
 
 
 MACHINES = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}  # the kernel's name for each platform's machine

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import shlex
 import subprocess
 import textwrap
 from pathlib import Path
@@ -19,6 +20,14 @@ GOLDEN = Path(__file__).parent / "golden"  # the reviewed render of golden/matri
 
 def golden_plan() -> specs.Plan:
     return specs.resolve(matrix.load(GOLDEN / "matrix.yaml"))
+
+
+def shell_words(command: str) -> list[str]:
+    """The words of a shell command as the shell reads them: quotes removed, and `;`, `|`, `&`, `<`, `>`, `(`, `)`
+    words of their own (`pip install 'a b';` is the word 'a b', then ';')."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return list(lexer)
 
 
 def plan_of(text: str) -> specs.Plan:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import shlex
 import sys
 import tempfile
 import unicodedata
@@ -24,7 +23,7 @@ from torchimages.errors import HIDDEN, UserError
 from torchimages.input import matrix, specs
 from torchimages.input.matrix import LIST_FIELDS
 
-from .conftest import ROOT
+from .conftest import ROOT, shell_words
 from .hostile import hostile
 
 # Requirements the grammar must accept although a shell would act on them: a PEP 508 marker's string holds anything
@@ -83,7 +82,7 @@ def test_every_matrix_field_refuses_or_renders_inert(field: str, value: str) -> 
             assert instruction_names(dockerfile) == benign_instructions(variant), f"{field}={value!r} changed {image}"
             if field in ("apt", "pip") and variant == "base":
                 parser = DockerfileParser(fileobj=io.BytesIO(dockerfile.read_bytes()))
-                runs = [shlex.split(i["value"]) for i in parser.structure if i["instruction"] == "RUN"]
+                runs = [shell_words(i["value"]) for i in parser.structure if i["instruction"] == "RUN"]
                 # as the matrix read it: YAML folds a line break it allows in a quoted scalar (U+0085) to a space
                 [loaded] = spec.pip if field == "pip" else spec.apt
                 assert any(loaded in words for words in runs), f"{value!r} (read as {loaded!r}) is not one shell word"

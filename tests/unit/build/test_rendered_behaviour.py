@@ -48,7 +48,7 @@ def test_the_constraint_file_pins_torch_and_its_libraries(rendered: Path, tmp_pa
                             check=False).stdout.split()
     assert picked == ["nvidia-cudnn-cu12==8.9.2.26", "nvidia-nccl-cu12==2.20.5", "torch==2.3.1", "torchvision==0.18.1",
                       "triton==2.3.1"]
-    [constraint_path] = re.findall(r"> (/etc/pip/\S+\.txt);", dockerfile)
+    [constraint_path] = re.findall(r"> (/etc/pip/[\w.-]+\.txt)", dockerfile)
     assert re.search(rf"PIP_CONSTRAINT={re.escape(constraint_path)}\b", dockerfile.split("# ---- final image")[-1]), (
         "the final image's PIP_CONSTRAINT does not point at the constraint file")
     constraints = tmp_path / "constraints.txt"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import shlex
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from dockerfile_parse import DockerfileParser
 
 from torchimages.build import render
 
-from ..conftest import plan_of, problems_of
+from ..conftest import plan_of, problems_of, shell_words
 
 HEAD = "registry: registry.example.com/ml/pytorch\nimages:\n"
 CPU = {"flavor": "cpu", "torch": "2.13.0", "python": "3.11"}
@@ -125,11 +124,11 @@ def test_shell_meaningful_requirements_stay_one_word_of_the_instructions_the_tem
     changed = [(a, b) for a, b in zip(benign, hostile, strict=True) if a != b]
     assert len(changed) == 1 and changed[0][0][0] == "RUN", changed
     command = changed[0][1][1]
-    words = shlex.split(command)
+    words = shell_words(command)
     for requirement in SHELL_MEANINGFUL_PIP:
         assert words.count(requirement) == 1, f"{requirement!r} is not one shell word in: {command}"
     assert all("$(" not in w and "`" not in w for w in words if w not in SHELL_MEANINGFUL_PIP)
     syntax = subprocess.run(["bash", "-n", "-c", command], capture_output=True, text=True, timeout=30, check=False)
     assert syntax.returncode == 0, syntax.stderr
     apt_run = next(value for name, value in hostile if name == "RUN" and "apt-get install" in value)
-    assert {"git", "curl=7.88.1-10+deb12u5"} <= set(shlex.split(apt_run))
+    assert {"git", "curl=7.88.1-10+deb12u5"} <= set(shell_words(apt_run))
