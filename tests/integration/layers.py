@@ -7,6 +7,7 @@ import io
 import json
 import posixpath
 import tarfile
+from collections import Counter
 from dataclasses import dataclass, field
 
 import docker
@@ -20,6 +21,7 @@ SECRETS = (SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode())
 class Scan:
     found: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    layer_files: list[list[str]] = field(default_factory=list)  # the files of each layer, bottom first
     layers: int = 0
     configs: int = 0
 
@@ -54,6 +56,8 @@ def scan_images(api: docker.APIClient, tags: list[str], secrets: tuple[bytes, ..
             part = read[name]
             scan.found += part.found
             scan.files += part.files
+            if part.layers:
+                scan.layer_files.append(part.files)
             scan.layers += part.layers
             scan.configs += part.configs
         scans.update(dict.fromkeys(image["RepoTags"], scan))
@@ -76,3 +80,28 @@ def scan_member(name: str, data: bytes, secrets: tuple[bytes, ...]) -> Scan:
         scan.configs = int(name.endswith(".json") and b'"rootfs"' in data)
         scan.found += [name for s in secrets if s in data]
     return scan
+
+
+def files_in_two_layers(scan: Scan, under: str = "opt/venv/") -> dict[str, int]:
+    """Files of the Python environment (`under`) that more than one layer of the image holds (a file stored twice),
+    with how many hold it. (The OS's files are left out: apt and useradd rewrite /etc/group and dpkg's status.)"""
+    held = Counter(name for files in scan.layer_files
+                   for name in {name.removeprefix("./") for name in files} if name.startswith(under))
+    return {name: count for name, count in held.items() if count > 1}
+
+
+def layer_holding(scan: Scan, suffix: str) -> int:
+    """The index (bottom first) of the one layer holding a file whose path ends with `suffix`."""
+    [index] = [i for i, files in enumerate(scan.layer_files) if any(name.endswith(suffix) for name in files)]
+    return index
+
+
+def assert_layered_by_change(scan: Scan) -> None:
+    """A base image's environment as issue 32 lays it out: torch in one layer, numpy and the entry's `pip:`
+    packages in the next, then only configuration; no file of the environment in two layers."""
+    twice = files_in_two_layers(scan)
+    assert not twice, f"{len(twice)} files are stored in more than one layer, e.g. {sorted(twice)[:10]}"
+    torch, numpy = (layer_holding(scan, f"/site-packages/{name}/__init__.py") for name in ("torch", "numpy"))
+    assert numpy == torch + 1, f"torch is in layer {torch}, numpy in layer {numpy}: not the layer after torch's"
+    later = [name for files in scan.layer_files[numpy + 1:] for name in files if "/site-packages/" in name]
+    assert not later, f"the layers after the environment's hold packages: {later[:10]}"
