@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -146,6 +147,14 @@ def measure(tree: Path, label: str, args: argparse.Namespace, folder: Path, targ
             if "error" in chunk:
                 sys.exit(f"pulling {remote}: {chunk['error']}")
         figures.pull = time.perf_counter() - started
+    # A CUDA-sized tree holds about 20 GB here: its images and the empty engine's copy go before the next tree
+    shutil.rmtree(folder / f"engine-{label}", ignore_errors=True)
+    for report in ("r1.json", "r2.json"):
+        for record in json.loads((work / report).read_text())["images"]:
+            subprocess.run(["docker", "rmi", "--force", record["tag"]], capture_output=True, check=False)
+    subprocess.run(["docker", "rmi", "--force", f"{host}/{REPOSITORY}:{label}-1", remote], capture_output=True,
+                   check=False)
+    subprocess.run(["docker", "builder", "prune", "--all", "--force"], capture_output=True, check=False)
     return figures
 
 
