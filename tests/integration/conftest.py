@@ -319,12 +319,15 @@ def tested_report(smoke_run: tuple) -> Path:
     return Path(report["_path"])
 
 
-def cuda_entry_wheelhouse() -> Wheelhouse:
-    """torch and everything the CUDA entry and its variants install, for Debian's Python (cached in .cache)."""
-    spec = entry_spec(CUDA_ENTRY)
+def entry_wheelhouse(spec: specs.ImageSpec) -> Wheelhouse:
+    """torch and everything an entry with the jupyter and ssh variants installs, for Debian's Python (in .cache)."""
     return Wheelhouse(ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}",
                       (f"torch=={spec.torch}", *spec.domain_pins, "numpy", f"jupyterlab=={SETTINGS.jupyterlab}",
                        f"notebook=={SETTINGS.notebook}", "ipykernel"))
+
+
+def cuda_entry_wheelhouse() -> Wheelhouse:
+    return entry_wheelhouse(entry_spec(CUDA_ENTRY))
 
 
 @pytest.fixture(scope="session")
@@ -364,9 +367,7 @@ def cuda13_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytes
     which the Debian base does not carry and no reachable source provides) from PyPI's wheels, with BuildKit, on a
     local CUDA 13.0 base."""
     spec = specs.resolve(matrix.load(CUDA13_MATRIX)).specs[0]
-    wheels = Wheelhouse(ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}",
-                        (f"torch=={spec.torch}", *spec.domain_pins, "numpy", f"jupyterlab=={SETTINGS.jupyterlab}",
-                         f"notebook=={SETTINGS.notebook}", "ipykernel")).make()
+    wheels = entry_wheelhouse(spec).make()
     base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
     script("make-cuda-base-image.sh", spec.cuda_image, base, base_image)
     yield from removed_at_the_end(api, build_entry(
