@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import UserError
+from .digests import DigestMemo, sha256_of
 from .inputs import PROXY_VARIABLES
 from .render import BUILDKIT_DOCKERFILE
 
@@ -34,7 +35,6 @@ STAMP_MARKER = "# ---- release stamp:"
 DOCKERFILES = ("Dockerfile", BUILDKIT_DOCKERFILE)  # both syntaxes end in the same stamp
 CONTENT_LABEL = "io.torchimages.content-digest"
 PREVIOUS = "previous"
-CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,11 @@ class CacheSources:
         return ([entry.reference] if entry else []) + list(self.refs)
 
 
-def content_digest(context: Path, buildargs: dict[str, str], parent: str) -> str:
-    """What an image's build reads, release aside: its FROM image (`parent`), build arguments, files, Dockerfile."""
+def content_digest(context: Path, buildargs: dict[str, str], parent: str, memo: DigestMemo | None = None) -> str:
+    """What an image's build reads, release aside: its FROM image (`parent`), build arguments, files, Dockerfile.
+    `memo` gives the digests of large files it already read (digests.py); without one every file is read."""
     digest = hashlib.sha256()
+    file_sha256 = memo.sha256 if memo else sha256_of
 
     def feed(*parts: str) -> None:
         for part in parts:
@@ -153,11 +155,3 @@ def from_default(dockerfile: str) -> str | None:
         if line.startswith("ARG BASE_IMAGE="):
             return line.split("=", 1)[1].strip() or None
     return None
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

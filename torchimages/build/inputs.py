@@ -107,11 +107,12 @@ def runs_on(wheel: str, machine: str) -> bool:
 
 
 def link_or_copy(source: Path, target: Path) -> None:
-    """A hard link where the file system allows (wheelhouses are large), else a copy."""
+    """A hard link where the file system allows (wheelhouses are large), else a copy with the file's times (BuildKit
+    then sends it again only when it changed: contexts.py)."""
     try:
         os.link(source, target)
     except OSError:
-        shutil.copyfile(source, target)
+        shutil.copy2(source, target)
 
 
 def copy_context(source: Path, target: Path) -> None:

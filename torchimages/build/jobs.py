@@ -18,8 +18,10 @@ from ..events import EventSink, StageEvent
 from ..input.matrix import DEFAULT_PLATFORM
 from ..input.specs import ImageSpec, Plan, PlatformImage
 from . import cache as buildcache
+from . import contexts
 from .cache import CONTENT_LABEL, CacheSources
 from .classic import ClassicBuilder
+from .digests import DigestMemo
 from .inputs import BuildInputs, copy_context
 
 PLATFORM_LABEL = "io.torchimages.platform"  # the platform an image was built for, beside its configuration's own
@@ -197,8 +199,7 @@ class BuildRunner:
     def _build(self, job: BuildJob) -> BuildOutcome:
         started = time.monotonic()
         self.emit(StageEvent(job.image, "started", job.tag))
-        with tempfile.TemporaryDirectory(prefix=f"ctx-{job.image}-") as tmp:
-            context = Path(tmp) / "context"
+        with tempfile.TemporaryDirectory(prefix=f"ctx-{job.image}-") as tmp, contexts.staged(job.image) as context:
             copy_context(job.context, context)
             self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc",
                                      platform=job.platform,
@@ -264,7 +265,12 @@ class BuildRunner:
             reference = buildargs.get("BASE_IMAGE") or from_default(context)
             parent = self.engine.image_id(reference) if reference else None
         read = buildargs if job.platform == DEFAULT_PLATFORM else {**buildargs, PLATFORM_ARG: job.platform}
-        return buildcache.content_digest(context, read, parent) if parent else None
+        if not parent:
+            return None
+        memo = DigestMemo()
+        digest = buildcache.content_digest(context, read, parent, memo)
+        memo.save()
+        return digest
 
     def _pulled(self, image: str, reference: str) -> bool:
         """Pull a cache source once per run; a source that cannot be pulled is a note, not a failure."""
