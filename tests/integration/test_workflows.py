@@ -29,7 +29,7 @@ import yaml
 
 from torchimages.registry import RegistryClient
 
-from .conftest import CPU_ENTRY, ROOT, SECRET_PROXY_PASSWORD, SECRET_TOKEN, Registry
+from .conftest import CPU_ENTRY, ROOT, SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, Registry
 from .workflows import ACTIONS, Runner, WorkflowRun
 
 RELEASE = "v0.1-wf"  # a release tag of its own: the workflows' images never replace the other tests'
@@ -183,7 +183,7 @@ def next_release_run(release_run: tuple[WorkflowRun, Path], release_runner: Rele
     return release_runner.run(NEXT, workspace / "next-release-workflow")
 
 
-def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun) -> None:
+def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun, api: docker.APIClient, cpu_buildkit_build: EntryBuild) -> None:
     assert_all_ran(ci_run)
     ran = {(s.job, s.name): s for s in ci_run.steps if s.kind == "run"}
     unit = ran[("lint-and-unit", "Unit tests, hadolint on every rendered Dockerfile")]
@@ -194,6 +194,10 @@ def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun) -> None:
         smoke = record["stages"]["smoke"]
         assert record["result"] == "built" and smoke["passed"] > 0 and smoke["failed"] == 0, record
         assert "(buildx)" in record["builder"], record["builder"]  # the BuildKit images whose suite passes
+        # the session's BuildKit images (test_buildkit.py) are these layers: this suite is theirs too
+        session = cpu_buildkit_build.tags[record["variant"]]
+        assert api.inspect_image(record["image_id"])["RootFS"]["Layers"] == \
+               api.inspect_image(session)["RootFS"]["Layers"], (record["image"], session)
 
 
 def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_run: tuple[WorkflowRun, Path],
