@@ -13,6 +13,8 @@ from ..conftest import RELEASE, EntryBuild, build_py
 
 NO_GPU = "no GPU is visible: start the container with --gpus all"
 SMALL_SHM = "/dev/shm is 64 MB: add --shm-size 16g"
+CPU_TORCH_IN_A_CUDA_IMAGE = ("the torch loaded is a CPU build, not this image's CUDA 12.1 build; reinstall the image's "
+                             "version or start a fresh container")
 
 
 def run(api: docker.APIClient, tag: str, command: list[str] | None, *, shm: str | None = None,
@@ -53,15 +55,16 @@ def test_entrypoint_warns_once_and_can_be_silenced(api: docker.APIClient, cpu_bu
 
 
 def test_doctor_says_no_gpu_visible_for_a_cuda_image(api: docker.APIClient, cpu_build: EntryBuild) -> None:
-    """A CUDA image's declared facts on this GPU-less engine: the doctor must say so, with its advice."""
-    declared = {"name": "as-cuda", "flavor": "cuda", "torch": "2.3.1", "cuda": "12.1", "cudnn": "8.9.2.26",
+    """A CUDA image's declared facts on this GPU-less engine: the doctor must say so, with its advice; and that the
+    torch it loads (the CPU image's own) is not the CUDA build the image declares."""
+    declared = {"name": "as-cuda", "flavor": "cuda", "torch": cpu_build.spec.torch, "cuda": "12.1", "cudnn": "8.9.2.26",
                 "nccl": "2.20.5", "python": "3.11", "min_driver": "530.30.02", "min_driver_minor_compat": "525"}
     dockerfile = (f"FROM {cpu_build.tags['base']}\nUSER 0:0\n"
                   f"RUN echo '{json.dumps(declared)}' > /etc/torchimages/image.json\nUSER 1000:1000\n")
     stream = api.build(fileobj=io.BytesIO(dockerfile.encode()), tag="torchimages-test:as-cuda", rm=True, decode=True)
     assert not [chunk for chunk in stream if "error" in chunk]
     code, out, _ = run(api, "torchimages-test:as-cuda", ["image-doctor", "--json"], shm="2g")
-    assert code == 1 and json.loads(out)["problems"] == [NO_GPU]
+    assert code == 1 and json.loads(out)["problems"] == [NO_GPU, CPU_TORCH_IN_A_CUDA_IMAGE]
     _, _, err = run(api, "torchimages-test:as-cuda", ["true"], shm="2g")
     assert f"warning: {NO_GPU} (image-doctor" in err
 

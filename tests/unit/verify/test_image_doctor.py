@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import json
 from pathlib import Path
 from types import ModuleType
 
@@ -107,3 +108,44 @@ def test_unknown_memory_and_an_old_driver_without_compute_cap(monkeypatch: pytes
     monkeypatch.setenv("PATH", str(fake_nvidia_smi(tmp_path / "r470", old)))
     assert module.nvidia_smi() == [{"name": "Tesla V100-SXM2-16GB", "driver": "470.82.01", "memory_mb": 16160,
                                     "capability": None}]
+
+
+CU130 = {"flavor": "cuda", "torch": "2.14.0", "cuda": "13.0", "cudnn": "9.24.0.43", "nccl": "2.30.7"}
+LOADED = {"torch": "2.14.0+cu130", "cuda": "13.0", "cudnn": "9.24.0", "nccl": "2.30.7"}
+
+
+def test_the_image_own_torch_and_libraries_are_no_problem() -> None:
+    assert doctor().runtime_problems(CU130, LOADED) == []
+    ngc = {"flavor": "ngc", "torch": "2.11.0a0+a6c236b9fd1", "cuda": "13.2", "cudnn": "9.20.0.48", "nccl": "2.29.7"}
+    assert doctor().runtime_problems(ngc, {"torch": "2.11.0a0+a6c236b9fd1", "cuda": "13.2", "cudnn": "9.20.0",
+                                           "nccl": "2.29.7"}) == []
+    cpu = {"flavor": "cpu", "torch": "2.13.0", "cuda": None, "cudnn": None, "nccl": None}
+    assert doctor().runtime_problems(cpu, {"torch": "2.13.0+cpu", "cuda": None, "cudnn": None, "nccl": None}) == []
+
+
+def test_another_torch_installed_over_the_image_is_named_with_the_fix() -> None:
+    """Seen on an H200 host: its own torch 2.11.0+cu130 (cuDNN 9.19.0, NCCL 2.28.9) against the cu130 entry's facts."""
+    problems = doctor().runtime_problems(CU130, {"torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.19.0",
+                                                 "nccl": "2.28.9"})
+    assert problems[0].startswith("torch 2.11.0+cu130 is loaded, not this image's 2.14.0: something installed another")
+    assert [p.split(" is loaded")[0] for p in problems[1:]] == ["cudnn 9.19.0", "nccl 2.28.9"]
+    assert all(p.endswith("reinstall the image's version or start a fresh container") for p in problems)
+
+
+def test_a_cpu_torch_in_a_cuda_image_is_a_problem() -> None:
+    [problem] = doctor().runtime_problems(CU130, {"torch": "2.14.0+cpu", "cuda": None, "cudnn": None, "nccl": None})
+    assert problem.startswith("the torch loaded is a CPU build, not this image's CUDA 13.0 build")
+
+
+def test_the_full_report_counts_what_torch_loaded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    module = doctor()
+    image_json = tmp_path / "image.json"
+    image_json.write_text(json.dumps(CU130))
+    monkeypatch.setattr(module, "IMAGE_JSON", str(image_json))
+    monkeypatch.setattr(module, "startup_problems", lambda image: ([], {"gpus": [], "driver": None, "shm_mb": 16384}))
+    monkeypatch.setattr(module, "runtime", lambda: {**LOADED, "torch": "2.15.0+cu130", "gpus": [], "settings": {},
+                                                    "cuda_available": False})
+    assert module.main(["--json"]) == 1
+    [problem] = json.loads(capsys.readouterr().out)["problems"]
+    assert problem.startswith("torch 2.15.0+cu130 is loaded, not this image's 2.14.0")
