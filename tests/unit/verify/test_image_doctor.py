@@ -127,9 +127,16 @@ def test_another_torch_installed_over_the_image_is_named_with_the_fix() -> None:
     """Seen on an H200 host: its own torch 2.11.0+cu130 (cuDNN 9.19.0, NCCL 2.28.9) against the cu130 entry's facts."""
     problems = doctor().runtime_problems(CU130, {"torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": "9.19.0",
                                                  "nccl": "2.28.9"})
-    assert problems[0].startswith("torch 2.11.0+cu130 is loaded, not this image's 2.14.0: something installed another")
-    assert [p.split(" is loaded")[0] for p in problems[1:]] == ["cudnn 9.19.0", "nccl 2.28.9"]
-    assert all(p.endswith("reinstall the image's version or start a fresh container") for p in problems)
+    [problem] = problems  # its cuDNN and NCCL come with it: not said again
+    assert problem.startswith("torch 2.11.0+cu130 is loaded, not this image's 2.14.0: something installed another")
+    assert problem.endswith("reinstall the image's version or start a fresh container")
+
+
+def test_another_library_first_under_the_images_torch_is_named() -> None:
+    problems = doctor().runtime_problems(CU130, {**LOADED, "cudnn": "9.19.0", "nccl": "2.30.7"})
+    assert problems == ["cudnn 9.19.0 is loaded, not this image's 9.24.0.43: a library of another version comes first "
+                        "(LD_LIBRARY_PATH, a pip install of nvidia-* wheels); reinstall the image's version or start a "
+                        "fresh container"]
 
 
 def test_a_cpu_torch_in_a_cuda_image_is_a_problem() -> None:
