@@ -107,6 +107,13 @@ class Engine:
         except docker.errors.ImageNotFound:
             return None
 
+    def image_layers(self, reference: str) -> list[str]:
+        """A local image's layers (diff IDs, bottom first); [] when it is not here."""
+        try:
+            return list(self.api.inspect_image(reference)["RootFS"].get("Layers") or [])
+        except docker.errors.ImageNotFound:
+            return []
+
     def image_exists(self, reference: str) -> bool:
         return image_exists(self.api, reference)
 

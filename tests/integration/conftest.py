@@ -255,6 +255,7 @@ def build_entry(spec: specs.ImageSpec, out: Path, *options: str, matrix_file: Pa
     images = out / "images"
     rendered = build_py("render", "--matrix", str(matrix_file), "--tag", release, "--out", str(images), env=env)
     assert rendered.returncode == 0, rendered.stderr
+    untag_earlier_builds(f":{release}-{spec.name}")
     result = build_py("build", "--matrix", str(matrix_file), "--tag", release, "--images", str(images), "--only",
                       f"{spec.name}*", "--plain", *options, "--report", str(out / "report.json"),
                       "--logs", str(out / "logs"), env=env, timeout=2400)
@@ -263,6 +264,16 @@ def build_entry(spec: specs.ImageSpec, out: Path, *options: str, matrix_file: Pa
     tags = {r["variant"]: r["tag"] for r in report["images"]}
     return EntryBuild(spec=spec, result=result, report=report, report_path=out / "report.json", tags=tags,
                       matrix=matrix_file, env=env, options=options, release=release)
+
+
+def untag_earlier_builds(marker: str) -> None:
+    """The tags holding `marker` (":RELEASE-ENTRY") that an earlier session left (its CPU builds stay when it ends) go
+    first, their layers kept (the builders' caches): an image already under its tag here is not built again
+    (build/jobs.py), and these tests check what the build did."""
+    client = engine_client(timeout=300)
+    for tag in [t for image in (client.images() if client else []) for t in image.get("RepoTags") or () if marker in t]:
+        with contextlib.suppress(docker.errors.NotFound):
+            client.remove_image(tag, noprune=True)
 
 
 def smoke_test(build: EntryBuild, folder: Path, only: str | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:

@@ -18,6 +18,7 @@ built, with the previous release's image as a classic cache_from source.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -142,6 +143,19 @@ def stamp_of(dockerfile: str) -> str:
     if not marker:
         raise UserError("the rendered Dockerfile has no release stamp: render again with this version's template")
     return marker + stamp
+
+
+def stamp_labels(dockerfile: str) -> dict[str, str]:
+    """The labels the release stamp's LABEL instruction writes, as the engine stores them (key="value" pairs,
+    quotes removed); {} for a stamp without one."""
+    lines = stamp_of(dockerfile).splitlines()
+    start = next((number for number, line in enumerate(lines) if line.startswith("LABEL ")), len(lines))
+    instruction = " ".join(line.strip().removesuffix("\\") for line in lines[start:] if not line.startswith("#"))
+    try:
+        words = shlex.split(instruction.removeprefix("LABEL "))
+    except ValueError:  # unbalanced quotes: no label is known, so no image matches it
+        return {"": ""}
+    return dict(word.split("=", 1) for word in words if "=" in word)
 
 
 def stamp_dockerfile(reference: str, dockerfile: str) -> str:

@@ -212,6 +212,9 @@ class BuildRunner:
             digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
             labels = {**({CONTENT_LABEL: digest} if digest else {}), PLATFORM_LABEL: job.platform,
                       GPU_ARCHS_LABEL: job.spec.gpu_archs(job.platform) or "none"}
+            if not self.engine.no_cache and (held := self._held_here(job, context, labels)):
+                return self._ended(job, BuildOutcome(job.image, job.tag, image_id=held), started, digest=digest,
+                                   previous=None, reused=False)
             previous = None if self.engine.no_cache else self.cache.reusable(job.image, digest)
             reused = bool(previous) and self._pulled(job.image, previous) and self._labelled(job.image, previous, digest)
             if reused:
@@ -282,6 +285,26 @@ class BuildRunner:
                 self.emit(StageEvent(image, "note", f"cache: {reference} not pulled ({why}); building without it" if why
                                      else f"cache: {reference} ready ({took:.1f} s)"))
             return self._pulls[reference] is None
+
+    def _held_here(self, job: BuildJob, context: Path, labels: dict[str, str]) -> str | None:
+        """The image this build would make, already under its tag here: the content digest, platform and GPU labels
+        and this release's stamp are this build's. Then nothing is built or sent again, and a no-op rebuild takes
+        seconds with either builder (the classic builder is otherwise sent its whole context at every build, the CUDA
+        entry's 2.9 GB wheelhouse included, also when every step is cached). `--no-cache` builds it again."""
+        if CONTENT_LABEL not in labels or not (held := self.engine.image_id(job.tag)):
+            return None
+        wanted = {**buildcache.stamp_labels((context / "Dockerfile").read_text(encoding="utf-8")), **labels}
+        found = self.engine.image_labels(job.tag)
+        if any(found.get(key) != value for key, value in wanted.items()):
+            return None
+        if job.base_image:  # a variant on the base image as it is now, not on one its base tag held before
+            base = self.engine.image_layers(job.base_image)
+            if not base or self.engine.image_layers(job.tag)[: len(base)] != base:
+                return None
+        self.emit(StageEvent(job.image, "note", f"unchanged: {job.tag} already holds this build's content "
+                                                f"({labels[CONTENT_LABEL][:19]}) and release stamp; not built again "
+                                                "(--no-cache builds it)"))
+        return held
 
     def _labelled(self, image: str, reference: str, digest: str | None) -> bool:
         """The pulled image's own content label must be this build's digest, not only the manifest that named it."""

@@ -37,8 +37,18 @@ def test_an_interrupted_no_cache_build_keeps_the_cache_of_the_last_build(api: do
                                                                                        f"{name}.log").read_text())
     assert removed and int(removed.group(1)) > 0, output[-3000:]
 
-    rebuilt = build_py(*args, "--report", str(tmp_path / "rebuilt.json"), "--logs", str(tmp_path / "rebuilt"),
-                       env=cpu_build.env, timeout=900)
+    # The last good image is still under its tag, and a build of an image already here is not run again (jobs.py): the
+    # tag goes for the rebuild (a second one keeps the image), so that the builder itself shows its cache is whole.
+    held = "torchimages-test:held-base"
+    api.tag(cpu_build.tags["base"], *held.split(":"))
+    api.remove_image(cpu_build.tags["base"])
+    try:
+        rebuilt = build_py(*args, "--report", str(tmp_path / "rebuilt.json"), "--logs", str(tmp_path / "rebuilt"),
+                           env=cpu_build.env, timeout=900)
+    finally:
+        if not api.images(name=cpu_build.tags["base"]):
+            api.tag(held, *cpu_build.tags["base"].rsplit(":", 1))
+        api.remove_image(held)
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
     log = (tmp_path / "rebuilt" / f"{name}.log").read_text()
     steps = re.findall(r"^Step \d+/\d+ : (\S+)", log, re.M)
