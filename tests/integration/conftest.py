@@ -276,6 +276,24 @@ def untag_earlier_builds(marker: str) -> None:
             client.remove_image(tag, noprune=True)
 
 
+@contextlib.contextmanager
+def tags_set_aside(api: docker.APIClient, tags: list[str]) -> Iterator[None]:
+    """For a rebuild of images the session already holds, which would otherwise not run (build/jobs.py: an image
+    already under its tag is not built again): the tags go while it runs, each image held by a second tag meanwhile,
+    so the rebuild runs the builder itself; a tag the rebuild did not write again is put back."""
+    held = {tag: f"torchimages-test:aside-{index}" for index, tag in enumerate(tags)}
+    for tag, aside in held.items():
+        api.tag(tag, *aside.split(":"))
+        api.remove_image(tag)
+    try:
+        yield
+    finally:
+        for tag, aside in held.items():
+            if not api.images(name=tag):
+                api.tag(aside, *tag.rsplit(":", 1))
+            api.remove_image(aside)
+
+
 def smoke_test(build: EntryBuild, folder: Path, only: str | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:
     """`build.py test` on a built entry (or the images `only` matches), two suites at a time; the result and the
     report it wrote."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import docker
 
-from ..conftest import RELEASE, ROOT, EntryBuild, build_py
+from ..conftest import RELEASE, ROOT, EntryBuild, build_py, tags_set_aside
 
 
 def test_an_interrupted_no_cache_build_keeps_the_cache_of_the_last_build(api: docker.APIClient, cpu_build: EntryBuild,
@@ -37,18 +37,11 @@ def test_an_interrupted_no_cache_build_keeps_the_cache_of_the_last_build(api: do
                                                                                        f"{name}.log").read_text())
     assert removed and int(removed.group(1)) > 0, output[-3000:]
 
-    # The last good image is still under its tag, and a build of an image already here is not run again (jobs.py): the
-    # tag goes for the rebuild (a second one keeps the image), so that the builder itself shows its cache is whole.
-    held = "torchimages-test:held-base"
-    api.tag(cpu_build.tags["base"], *held.split(":"))
-    api.remove_image(cpu_build.tags["base"])
-    try:
+    # The last good image is still under its tag, and an image already here is not built again (jobs.py): its tag is set
+    # aside for the rebuild, so that the builder itself shows its cache is whole.
+    with tags_set_aside(api, [cpu_build.tags["base"]]):
         rebuilt = build_py(*args, "--report", str(tmp_path / "rebuilt.json"), "--logs", str(tmp_path / "rebuilt"),
                            env=cpu_build.env, timeout=900)
-    finally:
-        if not api.images(name=cpu_build.tags["base"]):
-            api.tag(held, *cpu_build.tags["base"].rsplit(":", 1))
-        api.remove_image(held)
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
     log = (tmp_path / "rebuilt" / f"{name}.log").read_text()
     steps = re.findall(r"^Step \d+/\d+ : (\S+)", log, re.M)
