@@ -90,6 +90,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     prefetch = wheelhouses.start(modules, ROOT / ".cache" / "wheelhouse-prefetch.log")
     if prefetch is not None:
         session.config.stash[PREFETCH] = prefetch
+    if wheelhouses.removes_spent():
+        session.config.stash[SPENT] = wheelhouses.Spent.of(modules)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """When a module's last test has torn down, the wheelhouses no later module declares go (under CI)."""
+    spent = item.config.stash.get(SPENT, None)
+    module = getattr(item, "module", None)
+    if spent is not None and module is not None and (nextitem is None or getattr(nextitem, "module", None) is not module):
+        spent.module_ended(module.__name__)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -101,9 +112,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     if prefetch := config.stash.get(PREFETCH, None):
         terminalreporter.write_line("wheelhouse prefetch (the CUDA-sized modules' wheels, downloaded from the "
                                     f"session's start): {'; '.join(prefetch.done) or 'nothing finished'}")
+    if spent := config.stash.get(SPENT, None):
+        terminalreporter.write_line(f"wheelhouses removed when spent (CI): {'; '.join(spent.removed) or 'none'}")
 
 
 PREFETCH = pytest.StashKey["wheelhouses.Prefetch"]()
+SPENT = pytest.StashKey["wheelhouses.Spent"]()
 
 
 def engine_client(timeout: int = 30) -> docker.APIClient | None:

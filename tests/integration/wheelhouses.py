@@ -6,11 +6,18 @@ So when the session has collected its tests, one thread fills every wheelhouse a
 the first modules use the CPU. A module's fixture still fills its own (`Wheelhouse.make`): scripts/make-wheelhouse.sh
 takes a lock per folder, so the fixture waits for a fill under way and then finds it complete, or fills it itself
 where the prefetch failed or was not started (one test run alone). A session that ends stops the prefetch.
+
+Under CI (a checkout made for one run and thrown away), a wheelhouse goes as soon as the last module that declares it
+ends (`Spent`): the three hold about 9 GB that the rest of the session does not read, and the disk a session needs is
+then its images' at their peak. TORCHIMAGES_KEEP_WHEELHOUSES=1 keeps them; a test that fills one again later (the
+builder comparisons with --compare-builders) downloads it again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -102,3 +109,46 @@ def start(modules: Iterable[object], log: Path) -> Prefetch | None:
     prefetch = Prefetch(wheelhouses, log)
     prefetch.start()
     return prefetch
+
+
+@dataclass
+class Spent:
+    """The wheelhouses to remove when a module ends: each after the last selected module that declares it."""
+
+    last_user: dict[str, list[Wheelhouse]]  # module name -> the wheelhouses no later module declares
+    removed: list[str] = field(default_factory=list)  # one line per wheelhouse removed: its folder and size
+
+    @classmethod
+    def of(cls, modules: Iterable[object]) -> Spent:
+        last: dict[Path, tuple[str, Wheelhouse]] = {}
+        for module in modules:
+            for make in getattr(module, "WHEELHOUSES", ()):
+                wheelhouse = make()
+                last[wheelhouse.folder] = (getattr(module, "__name__", str(module)), wheelhouse)
+        by_module: dict[str, list[Wheelhouse]] = {}
+        for name, wheelhouse in last.values():
+            by_module.setdefault(name, []).append(wheelhouse)
+        return cls(by_module)
+
+    def module_ended(self, name: str) -> None:
+        for wheelhouse in self.last_user.pop(name, []):
+            if remove(wheelhouse.folder):
+                self.removed.append(f"{wheelhouse.folder.name} after {name.rsplit('.', 1)[-1]}")
+
+
+def remove(folder: Path) -> bool:
+    """Remove a wheelhouse unless a fill holds its lock (scripts/make-wheelhouse.sh): False when it stays."""
+    if not folder.is_dir():
+        return False
+    with (folder / ".lock").open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        shutil.rmtree(folder)
+    return True
+
+
+def removes_spent() -> bool:
+    """Under CI the checkout is thrown away after the run; elsewhere the wheelhouses stay for the next session."""
+    return bool(os.environ.get("CI")) and os.environ.get("TORCHIMAGES_KEEP_WHEELHOUSES") != "1"
