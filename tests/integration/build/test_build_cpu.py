@@ -83,6 +83,6 @@ def test_no_secret_in_history_or_layers(api: docker.APIClient, cpu_build: EntryB
 
 
 def test_the_environment_is_layered_by_how_often_it_changes(cpu_build: EntryBuild, scans: dict[str, Scan]) -> None:
-    """The torch layer, then numpy and the entry's `pip:` packages, then configuration (a pip change moves only the
+    """The torch layer (with numpy), then the entry's `pip:` packages, then configuration (a pip change moves only the
     second); each variant adds its own files only: no file of any image is in two of its layers."""
     assert_layered_by_change(scans, cpu_build.tags)

@@ -146,7 +146,7 @@ def mirror(api: docker.APIClient) -> Iterator[Mirror]:
 def inputs_build(api: docker.APIClient, base_image: str, index: Index, mirror: Mirror,
                  tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, str]:
     folder = tmp_path_factory.mktemp("inputs-build")
-    matrix_file, images = render_cpu_entry(folder, NAME)
+    matrix_file, images = render_cpu_entry(folder, NAME, "    pip: [six]\n")  # a `pip:` package: the rest layer's install
     result = build_py("build", "--matrix", str(matrix_file), "--tag", "fail", "--images", str(images), "--plain",
                       "--base-image", base_image, "--torch-index-url", index.url, "--pip-index-url", index.url,
                       "--ca-bundle", str(index.ca), "--apt-mirror", mirror.url, "--report", str(folder / "r.json"),
@@ -158,7 +158,8 @@ def inputs_build(api: docker.APIClient, base_image: str, index: Index, mirror: M
 def test_torch_comes_from_the_replaced_index_over_tls_with_the_extra_ca(inputs_build: tuple, index: Index) -> None:
     wheels = [urllib.parse.unquote(path) for path in index.requests if path.startswith("/files/")]
     assert any(re.match(r"/files/torch-2\.13\.0\+cpu-.*\.whl", path) for path in wheels), index.requests
-    assert any(path.startswith("/files/numpy-") for path in wheels), "pip's other installs did not use --pip-index-url"
+    assert any(path.startswith("/files/numpy-") for path in wheels), "torch's layer did not install numpy from the index"
+    assert any(path.startswith("/files/six-") for path in wheels), "the entry's `pip:` install did not use --pip-index-url"
 
 
 def test_apt_uses_the_mirror_during_the_build_and_the_sources_are_restored(api: docker.APIClient, inputs_build: tuple,

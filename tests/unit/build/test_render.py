@@ -57,7 +57,7 @@ def test_cuda_flavor_uses_a_base_image_without_a_second_cuda(tmp_path: Path) -> 
     "cudnn, runtime or devel base would carry them twice"
     assert '--index-url "${TORCH_INDEX_URL}"' in dockerfile
     assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu121" in dockerfile
-    assert "torch==2.3.1 torchvision==0.18.1;" in dockerfile
+    assert "torch==2.3.1 torchvision==0.18.1 numpy;" in dockerfile
     assert "want = '12.1'" in dockerfile, "the build fails when torch is not the cu121 build"
 
 
