@@ -32,6 +32,15 @@ class EngineUnavailable(UserError):
     """No engine answers: nothing can be built."""
 
 
+@dataclass(frozen=True)
+class HeldImage:
+    """What the engine holds under a reference: the image's ID, labels and layers (diff IDs, bottom first)."""
+
+    id: str
+    labels: dict[str, str]
+    layers: list[str]
+
+
 @dataclass
 class BuildOutcome:
     image: str
@@ -106,6 +115,15 @@ class Engine:
             return str(self.api.inspect_image(reference)["Id"])
         except docker.errors.ImageNotFound:
             return None
+
+    def held_image(self, reference: str) -> HeldImage | None:
+        """A local image's ID, labels and layers, read by one inspect; None when it is not here."""
+        try:
+            info = self.api.inspect_image(reference)
+        except docker.errors.ImageNotFound:
+            return None
+        return HeldImage(str(info["Id"]), dict((info.get("Config") or {}).get("Labels") or {}),
+                         list((info.get("RootFS") or {}).get("Layers") or []))
 
     def image_layers(self, reference: str) -> list[str]:
         """A local image's layers (diff IDs, bottom first); [] when it is not here."""

@@ -145,16 +145,16 @@ def stamp_of(dockerfile: str) -> str:
     return marker + stamp
 
 
-def stamp_labels(dockerfile: str) -> dict[str, str]:
+def stamp_labels(dockerfile: str) -> dict[str, str] | None:
     """The labels the release stamp's LABEL instruction writes, as the engine stores them (key="value" pairs,
-    quotes removed); {} for a stamp without one."""
+    quotes removed); {} for a stamp without one, None for one that cannot be read (unbalanced quotes)."""
     lines = stamp_of(dockerfile).splitlines()
     start = next((number for number, line in enumerate(lines) if line.startswith("LABEL ")), len(lines))
     instruction = " ".join(line.strip().removesuffix("\\") for line in lines[start:] if not line.startswith("#"))
     try:
         words = shlex.split(instruction.removeprefix("LABEL "))
-    except ValueError:  # unbalanced quotes: no label is known, so no image matches it
-        return {"": ""}
+    except ValueError:
+        return None
     return dict(word.split("=", 1) for word in words if "=" in word)
 
 

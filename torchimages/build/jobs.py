@@ -291,20 +291,19 @@ class BuildRunner:
         and this release's stamp are this build's. Then nothing is built or sent again, and a no-op rebuild takes
         seconds with either builder (the classic builder is otherwise sent its whole context at every build, the CUDA
         entry's 2.9 GB wheelhouse included, also when every step is cached). `--no-cache` builds it again."""
-        if CONTENT_LABEL not in labels or not (held := self.engine.image_id(job.tag)):
+        if CONTENT_LABEL not in labels or not (held := self.engine.held_image(job.tag)):
             return None
-        wanted = {**buildcache.stamp_labels((context / "Dockerfile").read_text(encoding="utf-8")), **labels}
-        found = self.engine.image_labels(job.tag)
-        if any(found.get(key) != value for key, value in wanted.items()):
+        stamp = buildcache.stamp_labels((context / "Dockerfile").read_text(encoding="utf-8"))
+        if stamp is None or any(held.labels.get(key) != value for key, value in {**stamp, **labels}.items()):
             return None
         if job.base_image:  # a variant on the base image as it is now, not on one its base tag held before
             base = self.engine.image_layers(job.base_image)
-            if not base or self.engine.image_layers(job.tag)[: len(base)] != base:
+            if not base or held.layers[: len(base)] != base:
                 return None
         self.emit(StageEvent(job.image, "note", f"unchanged: {job.tag} already holds this build's content "
                                                 f"({labels[CONTENT_LABEL][:19]}) and release stamp; not built again "
                                                 "(--no-cache builds it)"))
-        return held
+        return held.id
 
     def _labelled(self, image: str, reference: str, digest: str | None) -> bool:
         """The pulled image's own content label must be this build's digest, not only the manifest that named it."""

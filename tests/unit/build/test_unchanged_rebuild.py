@@ -44,7 +44,7 @@ def first_build(tmp_path: Path, release: str = "v1") -> tuple[list, dict[str, di
         dockerfile = (job.context / "Dockerfile").read_text()
         layers = [*layers, digest(f"{job.image} layer")]
         held[job.tag] = {"Id": digest(job.image), "Os": "linux", "Architecture": "amd64",
-                         "Config": {"Labels": {**stamp_labels(dockerfile), **asked["labels"]}}, "RootFS": {"Layers": layers}}
+                         "Config": {"Labels": {**(stamp_labels(dockerfile) or {}), **asked["labels"]}}, "RootFS": {"Layers": layers}}
     return jobs, held
 
 
@@ -100,3 +100,14 @@ def test_a_variant_not_on_its_base_as_it_is_now_is_built(tmp_path: Path) -> None
     outcomes, builder, _ = rebuild(jobs, held)
     assert [a["image"] for a in builder.asked] == [jobs[1].image]
     assert outcomes[jobs[0].image].image_id == digest("rebuilt base") and variant in held
+
+
+def test_a_stamp_that_cannot_be_read_is_built(tmp_path: Path) -> None:
+    jobs, held = first_build(tmp_path)
+    dockerfile = jobs[0].context / "Dockerfile"
+    text = dockerfile.read_text()
+    assert stamp_labels(text), "the rendered Dockerfile has no stamp to break"
+    dockerfile.write_text(text.replace('org.opencontainers.image.version="v1"', 'org.opencontainers.image.version="v1'))
+    assert stamp_labels(dockerfile.read_text()) is None
+    _, builder, _ = rebuild(jobs, held)
+    assert [a["image"] for a in builder.asked] == [jobs[0].image]  # its variant's stamp is read, and matches
