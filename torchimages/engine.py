@@ -111,10 +111,8 @@ class Engine:
 
     def image_id(self, reference: str) -> str | None:
         """The ID of a local image, or None."""
-        try:
-            return str(self.api.inspect_image(reference)["Id"])
-        except docker.errors.ImageNotFound:
-            return None
+        held = self.held_image(reference)
+        return held.id if held else None
 
     def held_image(self, reference: str) -> HeldImage | None:
         """A local image's ID, labels and layers, read by one inspect; None when it is not here."""
@@ -127,10 +125,8 @@ class Engine:
 
     def image_layers(self, reference: str) -> list[str]:
         """A local image's layers (diff IDs, bottom first); [] when it is not here."""
-        try:
-            return list(self.api.inspect_image(reference)["RootFS"].get("Layers") or [])
-        except docker.errors.ImageNotFound:
-            return []
+        held = self.held_image(reference)
+        return held.layers if held else []
 
     def image_exists(self, reference: str) -> bool:
         return image_exists(self.api, reference)

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,13 +54,18 @@ class Wheelhouse:
         return self.folder
 
 
+def declarations(modules: Iterable[object]) -> Iterator[tuple[str, Wheelhouse]]:
+    """Each module's name with each wheelhouse it declares (`WHEELHOUSES`), in the modules' order."""
+    for module in modules:
+        for make in getattr(module, "WHEELHOUSES", ()):
+            yield getattr(module, "__name__", str(module)), make()
+
+
 def declared(modules: Iterable[object]) -> list[Wheelhouse]:
     """The wheelhouses the modules declare, in the modules' order, each folder once."""
     found: dict[Path, Wheelhouse] = {}
-    for module in modules:
-        for make in getattr(module, "WHEELHOUSES", ()):
-            wheelhouse = make()
-            found.setdefault(wheelhouse.folder, wheelhouse)
+    for _, wheelhouse in declarations(modules):
+        found.setdefault(wheelhouse.folder, wheelhouse)
     return list(found.values())
 
 
@@ -116,15 +121,11 @@ class Spent:
     """The wheelhouses to remove when a module ends: each after the last selected module that declares it."""
 
     last_user: dict[str, list[Wheelhouse]]  # module name -> the wheelhouses no later module declares
-    removed: list[str] = field(default_factory=list)  # one line per wheelhouse removed: its folder and size
+    removed: list[str] = field(default_factory=list)  # one line per wheelhouse removed: its folder, the module
 
     @classmethod
     def of(cls, modules: Iterable[object]) -> Spent:
-        last: dict[Path, tuple[str, Wheelhouse]] = {}
-        for module in modules:
-            for make in getattr(module, "WHEELHOUSES", ()):
-                wheelhouse = make()
-                last[wheelhouse.folder] = (getattr(module, "__name__", str(module)), wheelhouse)
+        last = {wheelhouse.folder: (name, wheelhouse) for name, wheelhouse in declarations(modules)}
         by_module: dict[str, list[Wheelhouse]] = {}
         for name, wheelhouse in last.values():
             by_module.setdefault(name, []).append(wheelhouse)
