@@ -32,17 +32,24 @@ device_of() { stat -c %d "$1"; }   # a bind mount (Docker's root often is one) i
 echo "disk: ${root}: $(free_gb "${root}") GB free before; removing what earlier test sessions left"
 # Tags the test suite makes: the matrix's registry and its test registries, probe and broken images.
 leftover='^(registry\.example\.com/|127\.0\.0\.1:[0-9]+/|localhost/|torchimages-broken:|torchimages-test[:/]|torchimages/ngc-shaped:)'
-# An image pulled or pushed by digest has no tag: it goes by repository@digest.
-mapfile -t tags < <(docker images --digests --format '{{.Repository}} {{.Tag}} {{.Digest}}' \
-    | pattern=${leftover} awk '$1 ":" $2 ~ ENVIRON["pattern"] { print ($2 == "<none>") ? $1 "@" $3 : $1 ":" $2 }')
-docker container prune -f > /dev/null
-if [ "${#tags[@]}" -gt 0 ]; then
-    docker rmi -f "${tags[@]}" > /dev/null
-fi
-docker image prune -f > /dev/null
-docker builder prune -af > /dev/null 2>&1
+# Both engines of the test session: the first, and the second one of its cuda lane (scripts/start-lane-engine.sh).
+lane_engine=unix:///var/run/torchimages-lane.sock
+removed=0
+for engine in "${DOCKER_HOST:-unix:///var/run/docker.sock}" "${lane_engine}"; do
+    DOCKER_HOST=${engine} docker version > /dev/null 2>&1 || continue
+    # An image pulled or pushed by digest has no tag: it goes by repository@digest.
+    mapfile -t tags < <(DOCKER_HOST=${engine} docker images --digests --format '{{.Repository}} {{.Tag}} {{.Digest}}' \
+        | pattern=${leftover} awk '$1 ":" $2 ~ ENVIRON["pattern"] { print ($2 == "<none>") ? $1 "@" $3 : $1 ":" $2 }')
+    DOCKER_HOST=${engine} docker container prune -f > /dev/null
+    if [ "${#tags[@]}" -gt 0 ]; then
+        DOCKER_HOST=${engine} docker rmi -f "${tags[@]}" > /dev/null
+    fi
+    DOCKER_HOST=${engine} docker image prune -f > /dev/null
+    DOCKER_HOST=${engine} docker builder prune -af > /dev/null 2>&1
+    removed=$(( removed + ${#tags[@]} ))
+done
 rm -rf "${temp}"/ctx-* "${temp}/pytest-of-$(id -un)"
-echo "disk: ${#tags[@]} leftover tags removed"
+echo "disk: ${removed} leftover tags removed"
 
 # Each filesystem must hold the shares of the folders on it, plus the margin.
 declare -A need_on=() folders_on=() path_on=()

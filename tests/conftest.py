@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import lanes
 from tests.buildpy import ROOT
 
 SLOWEST = 25
@@ -25,7 +26,7 @@ def written_folders() -> list[Path]:
     """Where a test session writes: the engine's data root (images, build cache, containers), the temporary folder
     (pytest's folders, registries, build contexts) and the checkout's .cache (wheelhouses)."""
     folders = [Path(os.environ.get("TORCHIMAGES_DOCKER_ROOT", "/var/lib/docker")), Path(tempfile.gettempdir()),
-               ROOT / ".cache"]
+               ROOT / ".cache", Path(os.environ.get("TORCHIMAGES_LANE_ROOT", "/var/lib/torchimages-lane-docker"))]
     return [folder for folder in folders if folder.exists()]
 
 
@@ -64,7 +65,8 @@ class ModuleCost:
 
 @dataclass
 class DiskMeter:
-    """Samples the free disk every `every` seconds in a thread and charges it to the module whose test runs."""
+    """Samples the free disk every `every` seconds in a thread and charges it to the modules whose tests run (one
+    per lane under -n 2: the disk is shared, so each is charged what both lanes hold)."""
 
     folders: list[Path]
     temp: Path | None
@@ -72,7 +74,8 @@ class DiskMeter:
     temp_every: float = 15.0
     start_free: int = 0
     modules: dict[str, ModuleCost] = field(default_factory=dict)
-    current: str = ""
+    by_lane: bool = False  # -n 2: a module runs in each lane at once
+    current: dict[str, str] = field(default_factory=dict)  # lane -> module
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -89,15 +92,15 @@ class DiskMeter:
 
     def enter(self, module: str) -> None:
         with self._lock:
-            self.current = module
+            self.current[lanes.lane_of(module) if self.by_lane else ""] = module
             self.modules.setdefault(module, ModuleCost())
 
     def sample(self, *, measure_temp: bool = False) -> None:
         used = self.used()
         temp = tree_bytes(self.temp) if measure_temp and self.temp and self.temp.exists() else 0
         with self._lock:
-            cost = self.modules.get(self.current)
-            if cost is not None:
+            for module in self.current.values():
+                cost = self.modules[module]
                 cost.peak, cost.end = max(cost.peak, used), used
                 cost.temp_peak = max(cost.temp_peak, temp)
 
@@ -148,6 +151,11 @@ class MeterPlugin:
             terminalreporter.write_line(line)
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: -n 2 runs the two lanes of tests/lanes.py
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    return lanes.make_scheduler(config, log)
+
+
 @pytest.hookimpl(trylast=True)  # after pytest's own configure has made the temporary-path factory
 def pytest_configure(config: pytest.Config) -> None:
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
@@ -155,11 +163,15 @@ def pytest_configure(config: pytest.Config) -> None:
         # every process it starts; the tests of Ctrl-C stand for a terminal's, where it is not ignored. (The tests
         # that a tool started that way still stops its children set SIGINT ignored themselves.)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if not metered(config) or config.option.collectonly:
+    lanes.check_workers(config)
+    lanes.enter_lane()
+    # The meter runs where the reports arrive: in the one process, or in -n 2's controller (not in its workers)
+    if not metered(config) or config.option.collectonly or lanes.worker_lane() is not None:
         return
     if config.option.durations is None:
         config.option.durations = SLOWEST
     factory = getattr(config, "_tmp_path_factory", None)
-    meter = DiskMeter(written_folders(), factory.getbasetemp() if factory else None)
+    meter = DiskMeter(written_folders(), factory.getbasetemp() if factory else None,
+                      by_lane=getattr(config.option, "numprocesses", None) == 2)
     meter.start()
     config.pluginmanager.register(MeterPlugin(meter), "torchimages-disk-meter")

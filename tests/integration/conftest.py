@@ -24,6 +24,7 @@ import pytest
 import requests
 import yaml
 
+from tests import lanes
 from tests.buildpy import ROOT, build_py
 from torchimages.containers import Containers
 from torchimages.engine import Engine
@@ -83,10 +84,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The CUDA-sized wheelhouses of the selected modules start downloading now, in the order the modules run
-    (wheelhouses.py): while the unit tests and the first modules use the CPU, not at each module's start."""
+    (wheelhouses.py): while the unit tests and the first modules use the CPU, not at each module's start. Under -n 2,
+    each worker those of its lane's modules (tests/lanes.py)."""
     if session.config.option.collectonly:
         return
-    modules = list({item.module: None for item in session.items if isinstance(item, pytest.Function)})
+    modules = list({item.module: None for item in lanes.in_my_lane(session.items) if isinstance(item, pytest.Function)})
     prefetch = wheelhouses.start(modules, ROOT / ".cache" / "wheelhouse-prefetch.log")
     if prefetch is not None:
         session.config.stash[PREFETCH] = prefetch
@@ -155,8 +157,8 @@ def api() -> docker.APIClient:
         if cli_reaches_an_engine():
             pytest.fail(f"the docker CLI reaches an engine, the Docker SDK does not at {address}: set DOCKER_HOST")
         if os.environ.get("CI"):
-            pytest.fail(f"CI is set but no Docker engine answers at {address}: .ci/run must start one "
-                        "(scripts/start-engine.sh)")
+            starts = "scripts/start-lane-engine.sh" if lanes.worker_lane() == lanes.CUDA else "scripts/start-engine.sh"
+            pytest.fail(f"CI is set but no Docker engine answers at {address}: .ci/run must start one ({starts})")
         pytest.skip("no Docker engine answers and CI is unset")
     return client
 

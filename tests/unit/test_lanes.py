@@ -1,0 +1,95 @@
+"""The test session's two lanes (tests/lanes.py): which worker runs which module, and why a module is where it is."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests import lanes
+from tests.buildpy import ROOT
+from tests.integration.conftest import CUDA_SIZED_MODULES
+
+INTEGRATION = ROOT / "tests" / "integration"
+# The session fixtures that build on the first engine and stay for the session (the CPU entry and its twins)
+CPU_SESSION_BUILDS = {"cpu_build", "cpu_buildkit_build", "cpu_docker_buildkit_build", "smoke_run", "tested_report"}
+
+
+class Worker:
+    """What the scheduler sees of an xdist worker: its gateway's ID and the tests it is sent."""
+
+    def __init__(self, gateway_id: str) -> None:
+        self.gateway = SimpleNamespace(id=gateway_id)
+        self.sent: list[int] = []
+        self.shutting_down = False
+
+    def send_runtest_some(self, indices: list[int]) -> None:
+        self.sent.extend(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def scheduled(collection: list[str], gateway_ids: tuple[str, ...]) -> dict[str, list[str]]:
+    """Run the lanes' scheduler over `collection` with workers of those IDs: the node IDs each was sent."""
+    config = SimpleNamespace(getvalue=lambda name: ["2*popen"] if name == "tx" else None,
+                             option=SimpleNamespace(loadscopereorder=False))
+    scheduler = lanes.make_scheduler(config, None)  # type: ignore[arg-type]
+    workers = [Worker(gateway_id) for gateway_id in gateway_ids]
+    for worker in workers:
+        scheduler.add_node(worker)
+    for worker in workers:
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    return {worker.gateway.id: [collection[i] for i in worker.sent] for worker in workers}
+
+
+COLLECTION = ["tests/unit/test_cli.py::test_a", "tests/unit/verify/test_fit.py::test_b",
+              "tests/integration/build/test_devel_image.py::test_c", "tests/integration/build/test_build_cpu.py::test_d",
+              "tests/integration/test_cuda_and_ngc_images.py::test_e", "tests/integration/test_workflows.py::test_f"]
+
+
+def test_the_first_worker_runs_the_cuda_lane_and_the_second_the_cpu_lane_in_collection_order() -> None:
+    sent = scheduled(COLLECTION, ("gw1", "gw0"))  # the order workers come up in is not theirs to choose
+    assert sent["gw0"] == [COLLECTION[i] for i in (0, 1, 2, 4)]
+    assert sent["gw1"] == [COLLECTION[i] for i in (3, 5)]
+
+
+def test_a_lone_lane_runs_whole_on_one_worker() -> None:
+    units = COLLECTION[:2]
+    sent = scheduled(units, ("gw0", "gw1"))
+    assert sorted(sent["gw0"] + sent["gw1"]) == sorted(units) and not (sent["gw0"] and sent["gw1"])
+
+
+def fixtures_used(module: Path) -> set[str]:
+    """The names of the parameters of the module's functions (tests and fixtures): the fixtures it asks for."""
+    tree = ast.parse(module.read_text())
+    return {arg.arg for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for arg in node.args.args}
+
+
+def integration_modules() -> list[Path]:
+    return sorted(INTEGRATION.rglob("test_*.py"))
+
+
+@pytest.mark.parametrize("module", integration_modules(), ids=lambda path: path.name)
+def test_each_module_is_in_the_lane_of_what_it_builds(module: Path) -> None:
+    """A module that uses the CPU entry's session builds runs on their engine (the cpu lane); a CUDA-sized one, or one
+    that fills a CUDA wheelhouse, on the second engine (the cuda lane), so that two of them never hold the disk at once."""
+    lane = lanes.lane_of(str(module.relative_to(ROOT)))
+    if fixtures_used(module) & CPU_SESSION_BUILDS:
+        assert lane == lanes.CPU, f"{module.name} uses the cpu lane's session builds but runs in the {lane} lane"
+    if module.name in CUDA_SIZED_MODULES or "WHEELHOUSES" in module.read_text():
+        assert lane == lanes.CUDA, f"{module.name} is CUDA-sized but runs in the {lane} lane"
+
+
+def test_every_cuda_lane_module_exists() -> None:
+    names = {path.name for path in integration_modules()}
+    assert set(lanes.CUDA_LANE_MODULES) <= names, set(lanes.CUDA_LANE_MODULES) - names
+
+
+def test_a_worker_count_other_than_two_is_refused() -> None:
+    with pytest.raises(pytest.UsageError, match="-n 3"):
+        lanes.check_workers(SimpleNamespace(option=SimpleNamespace(numprocesses=3)))  # type: ignore[arg-type]
+    lanes.check_workers(SimpleNamespace(option=SimpleNamespace(numprocesses=2)))  # type: ignore[arg-type]
