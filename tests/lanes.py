@@ -1,14 +1,18 @@
 """The test session's two lanes: `pytest -n 2` (pytest-xdist) runs them side by side, one worker each.
 
 Most of a session waits on one core (a pip install, an emulated apt-get, a gzip of a layer push, a container's
-suite), so two lanes on a 2-core machine take about the time of the longer one, not the sum. Each lane builds on an
-engine of its own, so that a module's cleanup (tests/integration/conftest.py removes the containers, tags and
-BuildKit cache a module made) never touches what the other lane is building:
+suite), so two lanes on a 2-core machine take less than the sum. Each lane builds on an engine of its own, so that a
+module's cleanup (tests/integration/conftest.py removes the containers, tags and BuildKit cache a module made) never
+touches what the other lane is building:
 
-- the cuda lane (worker gw0, the second engine, scripts/start-lane-engine.sh): the unit tests, then the CUDA-sized
-  modules, then the modules that share no build with the CPU lane;
-- the cpu lane (worker gw1, the first engine): the CPU entry built once (the session fixtures cpu_build and its
-  BuildKit twins) and every module that uses it.
+- the main lane (worker gw0, the first engine): the CUDA-sized x86_64 modules first, then the CPU entry built once
+  (cpu_build and its BuildKit twins) and every module that uses it;
+- the side lane (worker gw1, the second engine, scripts/start-lane-engine.sh): the unit tests, the modules that build
+  nothing the main lane builds, and the arm64 CUDA image.
+
+The disk holds one CUDA-sized module at a time (about 15 GB each): the modules of HEAVY hold a lock across both lanes
+while they run (tests/integration/conftest.py), and each lane runs its heavy modules where the other lane's are not
+(LATE: the arm64 image after the side lane's light modules, the cache and workflow modules at the main lane's end).
 
 Without -n every test runs in one process on the first engine, in the same order.
 """
@@ -21,19 +25,30 @@ from pathlib import Path
 
 import pytest
 
-CUDA, CPU = "cuda", "cpu"
-WORKERS = {"gw0": CUDA, "gw1": CPU}
+MAIN, SIDE = "main", "side"
+WORKERS = {"gw0": MAIN, "gw1": SIDE}
 LANE_ENGINE = "unix:///var/run/torchimages-lane.sock"  # scripts/start-lane-engine.sh
-FIRST_ENGINE = "TORCHIMAGES_FIRST_ENGINE"  # where the cuda lane's worker finds the first engine (bases to copy)
-# Integration modules of the cuda lane: the CUDA-sized ones, and those that build nothing the cpu lane builds.
-CUDA_LANE_MODULES = ("test_devel_image.py", "test_cuda_and_ngc_images.py", "test_arm64_cuda_image.py",
-                     "test_build_inputs.py", "test_selfcheck.py")
+FIRST_ENGINE = "TORCHIMAGES_FIRST_ENGINE"  # where the side lane's worker finds the first engine (bases to copy)
+# Integration modules of the side lane: the arm64 CUDA image, and those that build nothing the main lane builds.
+SIDE_LANE_MODULES = ("test_build_inputs.py", "test_selfcheck.py", "test_packaging.py", "test_compat_refresh_live.py",
+                     "test_lock.py", "test_arm64_cuda_image.py")
+# The CUDA-sized modules and the main lane's largest (about 15, 10 and 13 GB above their start): one at a time.
+HEAVY = ("test_devel_image.py", "test_cuda_and_ngc_images.py", "test_arm64_cuda_image.py", "test_cache_from.py",
+         "test_workflows.py")
+FIRST, LATE = ("test_devel_image.py", "test_cuda_and_ngc_images.py"), ("test_arm64_cuda_image.py", "test_cache_from.py",
+                                                                       "test_workflows.py")
 
 
 def lane_of(nodeid: str) -> str:
     """The lane of a test, from its node ID (tests/unit/...::test_x)."""
     path = Path(nodeid.split("::", maxsplit=1)[0])
-    return CUDA if path.parts[:2] == ("tests", "unit") or path.name in CUDA_LANE_MODULES else CPU
+    return SIDE if path.parts[:2] == ("tests", "unit") or path.name in SIDE_LANE_MODULES else MAIN
+
+
+def rank(module: str) -> int:
+    """Where an integration module runs among the others of its lane: the CUDA-sized x86_64 ones first (the disk
+    holds nothing else of the lane yet), the heavy ones that follow last, the rest between."""
+    return 0 if module in FIRST else 2 if module in LATE else 1
 
 
 def worker_lane() -> str | None:
@@ -42,9 +57,9 @@ def worker_lane() -> str | None:
 
 
 def enter_lane() -> None:
-    """In the cuda lane's worker, the engine is the second one: every client, script and build.py that the tests
+    """In the side lane's worker, the engine is the second one: every client, script and build.py that the tests
     start reads DOCKER_HOST. The first engine's address is kept for copying the bases it holds."""
-    if worker_lane() == CUDA:
+    if worker_lane() == SIDE:
         os.environ[FIRST_ENGINE] = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         os.environ["DOCKER_HOST"] = os.environ.get("TORCHIMAGES_LANE_ENGINE", LANE_ENGINE)
 

@@ -8,6 +8,7 @@ debootstrap, torch and the rest from a local wheelhouse (offline), the way CI ru
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -15,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,17 +66,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # Modules that build a CUDA-sized image (about 6 GB, and as much BuildKit cache) run first among the integration
-# tests: the disk then holds nothing else of the session, and their cache can go whole when they end.
-CUDA_SIZED_MODULES = ("test_cuda_and_ngc_images.py", "test_devel_image.py")
+# tests of their lane (tests/lanes.py): the disk then holds nothing else of the session, and their cache can go whole
+# when they end.
+CUDA_SIZED_MODULES = lanes.FIRST
 OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13"}  # marker -> the option that runs it
 CUDA13_MATRIX = DATA / "cu130-py311.matrix.yaml"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The CUDA-sized modules first (after the unit tests); the opt-in CUDA-sized tests (the builder comparisons
-    without --compare-builders, the CUDA 13.0 line without --cuda13) are deselected (counted as such), not skipped."""
+    """The CUDA-sized modules first (after the unit tests), the heavy ones that follow last (tests/lanes.py); the
+    opt-in CUDA-sized tests (the builder comparisons without --compare-builders, the CUDA 13.0 line without --cuda13)
+    are deselected (counted as such), not skipped."""
     integration = Path(__file__).parent
-    items.sort(key=lambda item: (Path(item.path).is_relative_to(integration), Path(item.path).name not in CUDA_SIZED_MODULES))
+    items.sort(key=lambda item: (Path(item.path).is_relative_to(integration), lanes.rank(Path(item.path).name)))
     off = [marker for marker, option in OPT_IN.items() if not config.getoption(option)]
     opted_in = [item for item in items if any(item.get_closest_marker(marker) for marker in off)]
     if opted_in:
@@ -157,7 +161,7 @@ def api() -> docker.APIClient:
         if cli_reaches_an_engine():
             pytest.fail(f"the docker CLI reaches an engine, the Docker SDK does not at {address}: set DOCKER_HOST")
         if os.environ.get("CI"):
-            starts = "scripts/start-lane-engine.sh" if lanes.worker_lane() == lanes.CUDA else "scripts/start-engine.sh"
+            starts = "scripts/start-lane-engine.sh" if lanes.worker_lane() == lanes.SIDE else "scripts/start-engine.sh"
             pytest.fail(f"CI is set but no Docker engine answers at {address}: .ci/run must start one ({starts})")
         pytest.skip("no Docker engine answers and CI is unset")
     return client
@@ -388,9 +392,13 @@ def cuda_base_image(base_image: str) -> str:
     return image
 
 
-def removed_at_the_end(api: docker.APIClient, build: EntryBuild) -> Iterator[EntryBuild]:
-    """A CUDA-sized build (about 6 GB) lives as long as the module that asked for it: its images go when the module
-    ends, so that the session holds one at a time."""
+def removed_at_the_end(api: docker.APIClient, make: Callable[[], EntryBuild]) -> Iterator[EntryBuild]:
+    """A CUDA-sized build (about 6 GB) lives as long as the module that asked for it: its BuildKit cache (as large
+    again, and not read by the module's tests) goes as soon as it is built, its images when the module ends, so that
+    the session holds one at a time, and for as short a time as it can."""
+    before = EngineState.of(api)
+    build = make()
+    before.prune_cache_made_since(api)
     yield build
     for tag in build.tags.values():
         with contextlib.suppress(docker.errors.NotFound):
@@ -401,7 +409,7 @@ def removed_at_the_end(api: docker.APIClient, build: EntryBuild) -> Iterator[Ent
 def cuda_build(api: docker.APIClient, cuda_base_image: str, cuda_wheelhouse: Path,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
     """The CUDA entry with BuildKit, as the release workflow builds it: the one CUDA-sized build of a session."""
-    yield from removed_at_the_end(api, build_entry(
+    yield from removed_at_the_end(api, lambda: build_entry(
         entry_spec(CUDA_ENTRY), tmp_path_factory.mktemp("cuda-build"), "--base-image", cuda_base_image,
         "--wheelhouse", str(cuda_wheelhouse), "--offline", "--builder", "buildkit"))
 
@@ -415,7 +423,7 @@ def cuda13_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytes
     wheels = entry_wheelhouse(spec).make()
     base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
     script("make-cuda-base-image.sh", spec.cuda_image, base, base_image)
-    yield from removed_at_the_end(api, build_entry(
+    yield from removed_at_the_end(api, lambda: build_entry(
         spec, tmp_path_factory.mktemp("cuda13-build"), "--base-image", base, "--wheelhouse", str(wheels), "--offline",
         "--builder", "buildkit", matrix_file=CUDA13_MATRIX))
 
@@ -426,7 +434,7 @@ def cuda_classic_build(api: docker.APIClient, cuda_build: EntryBuild,
     """The CUDA entry again, by the classic builder from the same inputs under a release of its own (only with
     --compare-builders)."""
     options = tuple(o for o in cuda_build.options if o not in ("--builder", "buildkit"))
-    yield from removed_at_the_end(api, build_entry(cuda_build.spec, tmp_path_factory.mktemp("cuda-classic"), *options,
+    yield from removed_at_the_end(api, lambda: build_entry(cuda_build.spec, tmp_path_factory.mktemp("cuda-classic"), *options,
                                                    env=cuda_build.env, release=f"{RELEASE}-classic"))
 
 
@@ -457,7 +465,7 @@ def ngc_build(api: docker.APIClient, ngc_base_image: str, cuda_wheelhouse: Path,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
     """The ngc flavor with BuildKit, as the release workflow builds every entry."""
     spec = entry_spec_with(NGC_MATRIX, NGC_COMPAT)
-    yield from removed_at_the_end(api, build_entry(
+    yield from removed_at_the_end(api, lambda: build_entry(
         spec, tmp_path_factory.mktemp("ngc-build"), "--wheelhouse", str(cuda_wheelhouse), "--offline", "--builder",
         "buildkit", matrix_file=NGC_MATRIX, env=ngc_env()))
 
@@ -467,7 +475,7 @@ def ngc_classic_build(api: docker.APIClient, ngc_build: EntryBuild,
                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
     """The ngc entry again, by the classic builder under a release of its own (only with --compare-builders)."""
     options = tuple(o for o in ngc_build.options if o not in ("--builder", "buildkit"))
-    yield from removed_at_the_end(api, build_entry(ngc_build.spec, tmp_path_factory.mktemp("ngc-classic"), *options,
+    yield from removed_at_the_end(api, lambda: build_entry(ngc_build.spec, tmp_path_factory.mktemp("ngc-classic"), *options,
                                                    matrix_file=ngc_build.matrix, env=ngc_build.env,
                                                    release=f"{RELEASE}-classic"))
 
@@ -582,8 +590,33 @@ class EngineState:
                 return
 
 
+HEAVY_LOCK = Path(tempfile.gettempdir()) / "torchimages-heavy-module.lock"
+_heavy_lock: list[int] = []  # the lock's file descriptor while this process holds it
+
+
 @pytest.fixture(scope="module", autouse=True)
-def module_cleaned_up() -> Iterator[None]:
+def heavy_module_alone(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A heavy module (tests/lanes.py: HEAVY, 10-15 GB) runs while no heavy module of the other lane does: it takes a
+    lock both lanes share, and keeps it into the next module of its lane when that one is heavy too."""
+    name = Path(request.node.path).name
+    if name in lanes.HEAVY and not _heavy_lock:
+        descriptor = os.open(HEAVY_LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        _heavy_lock.append(descriptor)
+    yield
+    if _heavy_lock and next_module_of_my_lane(request.session, Path(request.node.path)) not in lanes.HEAVY:
+        os.close(_heavy_lock.pop())
+
+
+def next_module_of_my_lane(session: pytest.Session, module: Path) -> str | None:
+    """The file name of the module this lane runs after `module`; None after its last."""
+    paths = list(dict.fromkeys(Path(item.path) for item in lanes.in_my_lane(session.items)))
+    index = paths.index(module) if module in paths else len(paths)
+    return paths[index + 1].name if index + 1 < len(paths) else None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def module_cleaned_up(heavy_module_alone: None) -> Iterator[None]:
     """When a module ends, the containers, tags, images and BuildKit cache it made are removed (the session's CPU
     builds and the bases stay), so that the session's disk peak is its largest module's, not the sum of them."""
     client = engine_client(timeout=300)

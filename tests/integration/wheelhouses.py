@@ -3,7 +3,8 @@
 Downloading them is network-bound, and each module used to wait for its own at its start while both cores sat idle.
 So when the session has collected its tests, one thread fills every wheelhouse a selected module declares
 (`WHEELHOUSES`, a tuple of functions returning a `Wheelhouse`), in the order the modules run, while the unit tests and
-the first modules use the CPU. A module's fixture still fills its own (`Wheelhouse.make`): scripts/make-wheelhouse.sh
+the first modules use the CPU; under CI, two at most are on disk at once (the one in use and the next). A module's
+fixture still fills its own (`Wheelhouse.make`): scripts/make-wheelhouse.sh
 takes a lock per folder, so the fixture waits for a fill under way and then finds it complete, or fills it itself
 where the prefetch failed or was not started (one test run alone). A session that ends stops the prefetch.
 
@@ -75,6 +76,8 @@ class Prefetch:
 
     wheelhouses: list[Wheelhouse]
     log: Path
+    at_most: int | None = None  # wheelhouses on disk at once, counting the one filling (when spent ones go: CI)
+    poll: float = 5.0  # seconds between looks at the disk while waiting for room
     done: list[str] = field(default_factory=list)  # one line per wheelhouse: its folder, exit code and seconds
     _process: subprocess.Popen[bytes] | None = None
     _stopped: threading.Event = field(default_factory=threading.Event)
@@ -88,7 +91,9 @@ class Prefetch:
     def _run(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as log:
-            for wheelhouse in self.wheelhouses:
+            for index, wheelhouse in enumerate(self.wheelhouses):
+                if not self._room_for(index):
+                    return
                 started = time.monotonic()
                 with self._lock:
                     if self._stopped.is_set():
@@ -97,6 +102,15 @@ class Prefetch:
                                                      stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
                 code = self._process.wait()
                 self.done.append(f"{wheelhouse.folder.name}: rc {code}, {time.monotonic() - started:.0f} s")
+
+    def _room_for(self, index: int) -> bool:
+        """Wait until fewer than `at_most` of the earlier wheelhouses are still on disk (a spent one goes when its
+        last module ends): the next module's wheels download during the one before it, the rest wait. False when
+        the session stopped meanwhile."""
+        while self.at_most is not None and sum(w.folder.is_dir() for w in self.wheelhouses[:index]) >= self.at_most:
+            if self._stopped.wait(self.poll):
+                return False
+        return not self._stopped.is_set()
 
     def stop(self) -> None:
         with self._lock:
@@ -111,7 +125,7 @@ def start(modules: Iterable[object], log: Path) -> Prefetch | None:
     wheelhouses = declared(modules)
     if not wheelhouses:
         return None
-    prefetch = Prefetch(wheelhouses, log)
+    prefetch = Prefetch(wheelhouses, log, at_most=2 if removes_spent() else None)
     prefetch.start()
     return prefetch
 

@@ -51,10 +51,10 @@ COLLECTION = ["tests/unit/test_cli.py::test_a", "tests/unit/verify/test_fit.py::
               "tests/integration/test_cuda_and_ngc_images.py::test_e", "tests/integration/test_workflows.py::test_f"]
 
 
-def test_the_first_worker_runs_the_cuda_lane_and_the_second_the_cpu_lane_in_collection_order() -> None:
+def test_the_first_worker_runs_the_main_lane_and_the_second_the_side_lane_in_collection_order() -> None:
     sent = scheduled(COLLECTION, ("gw1", "gw0"))  # the order workers come up in is not theirs to choose
-    assert sent["gw0"] == [COLLECTION[i] for i in (0, 1, 2, 4)]
-    assert sent["gw1"] == [COLLECTION[i] for i in (3, 5)]
+    assert sent["gw0"] == [COLLECTION[i] for i in (2, 3, 4, 5)]
+    assert sent["gw1"] == [COLLECTION[i] for i in (0, 1)]
 
 
 def test_a_lone_lane_runs_whole_on_one_worker() -> None:
@@ -75,18 +75,35 @@ def integration_modules() -> list[Path]:
 
 @pytest.mark.parametrize("module", integration_modules(), ids=lambda path: path.name)
 def test_each_module_is_in_the_lane_of_what_it_builds(module: Path) -> None:
-    """A module that uses the CPU entry's session builds runs on their engine (the cpu lane); a CUDA-sized one, or one
-    that fills a CUDA wheelhouse, on the second engine (the cuda lane), so that two of them never hold the disk at once."""
+    """A module that uses the CPU entry's session builds runs on their engine (the main lane); the CUDA-sized x86_64
+    modules run first there, before those builds exist, and hold the heavy-module lock like every CUDA-sized one."""
     lane = lanes.lane_of(str(module.relative_to(ROOT)))
     if fixtures_used(module) & CPU_SESSION_BUILDS:
-        assert lane == lanes.CPU, f"{module.name} uses the cpu lane's session builds but runs in the {lane} lane"
-    if module.name in CUDA_SIZED_MODULES or "WHEELHOUSES" in module.read_text():
-        assert lane == lanes.CUDA, f"{module.name} is CUDA-sized but runs in the {lane} lane"
+        assert lane == lanes.MAIN, f"{module.name} uses the main lane's session builds but runs in the {lane} lane"
+    if module.name in CUDA_SIZED_MODULES:
+        assert lane == lanes.MAIN and lanes.rank(module.name) == 0 and module.name in lanes.HEAVY, module.name
+    if "WHEELHOUSES" in module.read_text():  # a CUDA-sized wheelhouse: a CUDA-sized image
+        assert module.name in lanes.HEAVY, f"{module.name} builds a CUDA-sized image but does not wait its turn"
 
 
-def test_every_cuda_lane_module_exists() -> None:
+def test_every_side_lane_and_heavy_module_exists() -> None:
     names = {path.name for path in integration_modules()}
-    assert set(lanes.CUDA_LANE_MODULES) <= names, set(lanes.CUDA_LANE_MODULES) - names
+    assert {*lanes.SIDE_LANE_MODULES, *lanes.HEAVY} <= names, {*lanes.SIDE_LANE_MODULES, *lanes.HEAVY} - names
+
+
+def item(nodeid: str) -> SimpleNamespace:
+    return SimpleNamespace(nodeid=nodeid, path=ROOT / nodeid.split("::")[0])
+
+
+def test_a_heavy_module_keeps_the_lock_into_the_next_module_of_its_lane_only() -> None:
+    """The main lane runs its two CUDA-sized modules back to back: the lock stays between them, or the side lane's
+    arm64 module would take it and the main lane would wait for it with nothing else to run."""
+    from tests.integration.conftest import next_module_of_my_lane
+
+    session = SimpleNamespace(items=[item(nodeid) for nodeid in COLLECTION])
+    devel = ROOT / "tests/integration/build/test_devel_image.py"
+    assert next_module_of_my_lane(session, devel) == "test_build_cpu.py"  # in collection order, without -n
+    assert next_module_of_my_lane(session, ROOT / "tests/integration/test_workflows.py") is None
 
 
 def test_a_worker_count_other_than_two_is_refused() -> None:

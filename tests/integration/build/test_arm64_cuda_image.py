@@ -50,7 +50,7 @@ def arm64_cuda_build(api: docker.APIClient, base_image: str, arm64_base_image: s
         bases[platform] = f"torchimages/cuda:{spec.cuda_image}-base-debian12{'-arm64' if platform == ARM64 else ''}"
         script("make-cuda-base-image.sh", str(spec.cuda_image), bases[platform], os_base)
     # The amd64 base is the cross-installer's: the build platform's pip installs the aarch64 wheels
-    yield from removed_at_the_end(api, build_entry(
+    yield from removed_at_the_end(api, lambda: build_entry(
         spec, tmp_path_factory.mktemp("arm64-cuda"), "--platform", ARM64, "--base-image", bases["linux/amd64"],
         "--base-image", f"{ARM64}={bases[ARM64]}", "--wheelhouse", str(wheels), "--offline", "--builder", "buildkit",
         matrix_file=MATRIX))

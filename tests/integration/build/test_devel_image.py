@@ -41,7 +41,7 @@ def devel_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytest
     wheels = devel_wheelhouse().make()
     base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
     script("make-cuda-base-image.sh", str(spec.cuda_image), base, base_image)
-    yield from removed_at_the_end(api, build_entry(
+    yield from removed_at_the_end(api, lambda: build_entry(
         spec, tmp_path_factory.mktemp("devel-build"), "--base-image", base, "--wheelhouse", str(wheels), "--offline",
         "--builder", "buildkit", matrix_file=DEVEL_MATRIX))
 
