@@ -92,7 +92,7 @@ def test_every_side_lane_and_heavy_module_exists() -> None:
 
 
 def item(nodeid: str) -> SimpleNamespace:
-    return SimpleNamespace(nodeid=nodeid, path=ROOT / nodeid.split("::")[0])
+    return SimpleNamespace(nodeid=nodeid, path=ROOT / nodeid.split("::", maxsplit=1)[0])
 
 
 def test_a_heavy_module_keeps_the_lock_into_the_next_module_of_its_lane_only() -> None:
