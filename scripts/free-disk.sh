@@ -13,11 +13,12 @@ cd "$(dirname "$0")/.."
 # the last lines of every test run print these (tests/conftest.py: "time and disk per test module"); update them
 # when a change moves them. The shares are each folder's own peak; the folders do not peak together, so a
 # filesystem that holds them all needs the session's peak, not their sum.
-engine_gb=15      # the engine's data root: images, containers, BuildKit's cache (the arm64 CUDA module: 14 GB)
-temp_gb=4         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
+engine_gb=15      # the engine's data root: images, containers, BuildKit's cache (the devel module and the CPU entry's)
+lane_gb=15        # the side lane's engine (tests/lanes.py): the arm64 CUDA module, about 14 GB
+temp_gb=5         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
 cache_gb=9        # the checkout's .cache: the three CUDA-sized wheelhouses (3 GB each) when they are not there yet
-session_gb=19     # the session's peak on one filesystem: the devel module, its images beside the three wheelhouses
-margin_pct=25     # on top of the peak: the disk is shared, and a session's peak moves with what it builds
+session_gb=23     # the session's peak on one filesystem: the arm64 module beside the main lane's BuildKit builds
+margin_pct=15     # on top of the peak: the disk is shared, and a session's peak moves with what it builds
 
 root=$(docker info --format '{{.DockerRootDir}}')
 temp=${TMPDIR:-/tmp}
@@ -61,6 +62,8 @@ share() {
     path_on[${device}]=${path_on[${device}]:-$1}
 }
 share "${root}" "${engine_gb}"
+lane_root=$(DOCKER_HOST=${lane_engine} docker info --format '{{.DockerRootDir}}' 2> /dev/null || true)
+[ -n "${lane_root}" ] && [ -d "${lane_root}" ] && share "${lane_root}" "${lane_gb}"
 share "${temp}" "${temp_gb}"
 share "${cache}" "${cache_gb}"
 total_override=${1:-${TORCHIMAGES_TEST_DISK_GB:-}}

@@ -65,16 +65,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda13: runs only with --cuda13 (the CUDA 13.0 line, a CUDA-sized image)")
 
 
-# Modules that build a CUDA-sized image (about 6 GB, and as much BuildKit cache) run first among the integration
-# tests of their lane (tests/lanes.py): the disk then holds nothing else of the session, and their cache can go whole
-# when they end.
-CUDA_SIZED_MODULES = lanes.FIRST
+# Modules that build a CUDA-sized image (about 6 GB, and as much BuildKit cache while it builds): each runs first or
+# last in its lane, while the other lane runs no heavy module (tests/lanes.py).
+CUDA_SIZED_MODULES = ("test_devel_image.py", "test_cuda_and_ngc_images.py", "test_arm64_cuda_image.py")
 OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13"}  # marker -> the option that runs it
 CUDA13_MATRIX = DATA / "cu130-py311.matrix.yaml"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The CUDA-sized modules first (after the unit tests), the heavy ones that follow last (tests/lanes.py); the
+    """Each lane's first heavy module first (after the unit tests), its other heavy ones last (tests/lanes.py); the
     opt-in CUDA-sized tests (the builder comparisons without --compare-builders, the CUDA 13.0 line without --cuda13)
     are deselected (counted as such), not skipped."""
     integration = Path(__file__).parent
