@@ -5,10 +5,10 @@ suite), so two lanes on a 2-core machine take less than the sum. Each lane build
 module's cleanup (tests/integration/conftest.py removes the containers, tags and BuildKit cache a module made) never
 touches what the other lane is building:
 
-- the main lane (worker gw0, the first engine): the devel image first, then the CPU entry built once (cpu_build and
-  its BuildKit twins) and every module that uses it;
+- the main lane (worker gw0, the first engine): the CUDA and ngc images first, then the CPU entry built once
+  (cpu_build and its BuildKit twins) and every module that uses it;
 - the side lane (worker gw1, the second engine, scripts/start-lane-engine.sh): the unit tests, the modules that build
-  nothing the main lane builds, then the arm64 CUDA image and the CUDA and ngc images.
+  nothing the main lane builds, then the arm64 CUDA image and the devel image.
 
 The disk holds one heavy module at a time (10-15 GB each): the modules of HEAVY hold a lock across both lanes while
 they run (tests/integration/conftest.py), and each lane runs its heavy modules where the other lane's are not (FIRST,
@@ -29,18 +29,18 @@ MAIN, SIDE = "main", "side"
 WORKERS = {"gw0": MAIN, "gw1": SIDE}
 LANE_ENGINE = "unix:///var/run/torchimages-lane.sock"  # scripts/start-lane-engine.sh
 FIRST_ENGINE = "TORCHIMAGES_FIRST_ENGINE"  # where the side lane's worker finds the first engine (bases to copy)
-# Integration modules of the side lane: the CUDA-sized ones but devel (which the main lane runs first), and those that
-# build nothing the main lane builds.
+# Integration modules of the side lane: the CUDA-sized ones but the CUDA and ngc images (which the main lane runs
+# first), and those that build nothing the main lane builds.
 SIDE_LANE_MODULES = ("test_build_inputs.py", "test_selfcheck.py", "test_packaging.py", "test_compat_refresh_live.py",
-                     "test_lock.py", "test_arm64_cuda_image.py", "test_cuda_and_ngc_images.py")
+                     "test_lock.py", "test_arm64_cuda_image.py", "test_devel_image.py")
 # The CUDA-sized modules and the main lane's largest (10-15 GB above their start each): one at a time.
 HEAVY = ("test_devel_image.py", "test_cuda_and_ngc_images.py", "test_arm64_cuda_image.py", "test_cache_from.py",
          "test_workflows.py")
-# Where the heavy modules run in their lane: devel first in the main lane, while the side lane runs the unit tests and
-# its light modules; then the side lane's CUDA-sized ones, while the main lane builds the CPU entry and runs the
-# modules that use it; the main lane's heavy ones at its end.
-FIRST = ("test_devel_image.py",)
-LATE = ("test_arm64_cuda_image.py", "test_cuda_and_ngc_images.py", "test_cache_from.py", "test_workflows.py")
+# Where the heavy modules run in their lane: the CUDA and ngc images first in the main lane, while the side lane runs
+# the unit tests and its light modules; then the side lane's CUDA-sized ones, while the main lane builds the CPU entry
+# and runs the modules that use it; the main lane's heavy ones at its end.
+FIRST = ("test_cuda_and_ngc_images.py",)
+LATE = ("test_arm64_cuda_image.py", "test_devel_image.py", "test_cache_from.py", "test_workflows.py")
 
 
 def lane_of(nodeid: str) -> str:

@@ -3,7 +3,7 @@
 Downloading them is network-bound, and each module used to wait for its own at its start while both cores sat idle.
 So when the session has collected its tests, one thread fills every wheelhouse a selected module declares
 (`WHEELHOUSES`, a tuple of functions returning a `Wheelhouse`), in the order the modules run, while the unit tests and
-the first modules use the CPU; under CI, two at most are on disk at once (the one in use and the next). A module's
+the first modules use the CPU; under CI, one at a time (the next fills when the one before it has gone). A module's
 fixture still fills its own (`Wheelhouse.make`): scripts/make-wheelhouse.sh
 takes a lock per folder, so the fixture waits for a fill under way and then finds it complete, or fills it itself
 where the prefetch failed or was not started (one test run alone). A session that ends stops the prefetch.
@@ -125,7 +125,7 @@ def start(modules: Iterable[object], log: Path) -> Prefetch | None:
     wheelhouses = declared(modules)
     if not wheelhouses:
         return None
-    prefetch = Prefetch(wheelhouses, log, at_most=2 if removes_spent() else None)
+    prefetch = Prefetch(wheelhouses, log, at_most=1 if removes_spent() else None)
     prefetch.start()
     return prefetch
 
