@@ -5,10 +5,10 @@ suite), so two lanes on a 2-core machine take less than the sum. Each lane build
 module's cleanup (tests/integration/conftest.py removes the containers, tags and BuildKit cache a module made) never
 touches what the other lane is building:
 
-- the main lane (worker gw0, the first engine): the CUDA and ngc images first, then the CPU entry built once
-  (cpu_build and its BuildKit twins) and every module that uses it;
-- the side lane (worker gw1, the second engine, scripts/start-lane-engine.sh): the unit tests, the modules that build
-  nothing the main lane builds, then the arm64 CUDA image and the devel image.
+- the main lane (worker gw0, the first engine): the CPU entry built once (cpu_build and its BuildKit twins) and every
+  module that uses it, then the CUDA and ngc images, the cache and the workflow modules;
+- the side lane (worker gw1, the second engine, scripts/start-lane-engine.sh): the arm64 CUDA image and the devel
+  image, then the unit tests and the modules that build nothing the main lane builds.
 
 The disk holds one heavy module at a time (10-15 GB each): the modules of HEAVY hold a lock across both lanes while
 they run (tests/integration/conftest.py), and each lane runs its heavy modules where the other lane's are not (FIRST,
@@ -36,11 +36,11 @@ SIDE_LANE_MODULES = ("test_build_inputs.py", "test_selfcheck.py", "test_packagin
 # The CUDA-sized modules and the main lane's largest (10-15 GB above their start each): one at a time.
 HEAVY = ("test_devel_image.py", "test_cuda_and_ngc_images.py", "test_arm64_cuda_image.py", "test_cache_from.py",
          "test_workflows.py")
-# Where the heavy modules run in their lane: the CUDA and ngc images first in the main lane, while the side lane runs
-# the unit tests and its light modules; then the side lane's CUDA-sized ones, while the main lane builds the CPU entry
-# and runs the modules that use it; the main lane's heavy ones at its end.
-FIRST = ("test_cuda_and_ngc_images.py",)
-LATE = ("test_arm64_cuda_image.py", "test_devel_image.py", "test_cache_from.py", "test_workflows.py")
+# Where the heavy modules run in their lane: the side lane's CUDA-sized ones first, before its unit tests, while the main
+# lane builds the CPU entry (its images are then all the main engine holds); the main lane's heavy ones at its end, when
+# the side lane runs its unit tests and light modules.
+FIRST = ("test_arm64_cuda_image.py", "test_devel_image.py")
+LATE = ("test_cuda_and_ngc_images.py", "test_cache_from.py", "test_workflows.py")
 
 
 def lane_of(nodeid: str) -> str:
@@ -49,10 +49,13 @@ def lane_of(nodeid: str) -> str:
     return SIDE if path.parts[:2] == ("tests", "unit") or path.name in SIDE_LANE_MODULES else MAIN
 
 
-def rank(module: str) -> int:
-    """Where an integration module runs among the others of its lane: FIRST first (the disk holds nothing else of
-    the lane yet), LATE last, the rest between."""
-    return 0 if module in FIRST else 2 if module in LATE else 1
+def rank(nodeid: str) -> int:
+    """Where a test runs among the others of its lane: FIRST first (the disk holds little else yet), then the unit
+    tests, then the other integration modules, LATE last."""
+    path = Path(nodeid.split("::", maxsplit=1)[0])
+    if path.parts[:2] == ("tests", "unit"):
+        return 1
+    return 0 if path.name in FIRST else 3 if path.name in LATE else 2
 
 
 def worker_lane() -> str | None:

@@ -73,11 +73,10 @@ CUDA13_MATRIX = DATA / "cu130-py311.matrix.yaml"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each lane's first heavy module first (after the unit tests), its other heavy ones last (tests/lanes.py); the
+    """The side lane's heavy modules first, then the unit tests, the main lane's heavy modules last (tests/lanes.py); the
     opt-in CUDA-sized tests (the builder comparisons without --compare-builders, the CUDA 13.0 line without --cuda13)
     are deselected (counted as such), not skipped."""
-    integration = Path(__file__).parent
-    items.sort(key=lambda item: (Path(item.path).is_relative_to(integration), lanes.rank(Path(item.path).name)))
+    items.sort(key=lambda item: lanes.rank(str(Path(item.path).relative_to(ROOT))))
     off = [marker for marker, option in OPT_IN.items() if not config.getoption(option)]
     opted_in = [item for item in items if any(item.get_closest_marker(marker) for marker in off)]
     if opted_in:
@@ -87,12 +86,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The CUDA-sized wheelhouses of the selected modules start downloading now, in the order the modules run
-    (wheelhouses.py): while the unit tests and the first modules use the CPU, not at each module's start. Under -n 2,
-    each worker those of its lane's modules (tests/lanes.py)."""
+    (wheelhouses.py): while the unit tests and the first modules use the CPU, not at each module's start. Those of
+    the first modules (tests/lanes.py: FIRST): a later one fills its own when it starts, rather than hold 3 GB beside
+    the other lane's CUDA-sized module. Under -n 2, each worker those of its lane."""
     if session.config.option.collectonly:
         return
-    modules = list({item.module: None for item in lanes.in_my_lane(session.items) if isinstance(item, pytest.Function)})
-    prefetch = wheelhouses.start(modules, ROOT / ".cache" / "wheelhouse-prefetch.log")
+    mine = [item for item in lanes.in_my_lane(session.items) if isinstance(item, pytest.Function)]
+    modules = list({item.module: None for item in mine})
+    first = list({item.module: None for item in mine if lanes.rank(item.nodeid) == 0})
+    prefetch = wheelhouses.start(first, ROOT / ".cache" / "wheelhouse-prefetch.log")
     if prefetch is not None:
         session.config.stash[PREFETCH] = prefetch
     if wheelhouses.removes_spent():
