@@ -17,7 +17,7 @@ engine_gb=15      # the engine's data root: images, containers, BuildKit's cache
 lane_gb=15        # the side lane's engine (tests/lanes.py): the arm64 CUDA module, about 14 GB
 temp_gb=5         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
 cache_gb=9        # the checkout's .cache: the three CUDA-sized wheelhouses (3 GB each) when they are not there yet
-session_gb=23     # the session's peak on one filesystem: the arm64 module beside the main lane's BuildKit builds
+session_gb=23     # the session's peak on one filesystem (two lanes): the CUDA/ngc module beside the CPU builds
 margin_pct=15     # on top of the peak: the disk is shared, and a session's peak moves with what it builds
 
 root=$(docker info --format '{{.DockerRootDir}}')
