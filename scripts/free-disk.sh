@@ -33,8 +33,8 @@ device_of() { stat -c %d "$1"; }   # a bind mount (Docker's root often is one) i
 echo "disk: ${root}: $(free_gb "${root}") GB free before; removing what earlier test sessions left"
 # Tags the test suite makes: the matrix's registry and its test registries, probe and broken images.
 leftover='^(registry\.example\.com/|127\.0\.0\.1:[0-9]+/|localhost/|torchimages-broken:|torchimages-test[:/]|torchimages/ngc-shaped:)'
-# Both engines of the test session: the first, and the second one of its cuda lane (scripts/start-lane-engine.sh).
-lane_engine=unix:///var/run/torchimages-lane.sock
+# Both engines of the test session: the first, and the second one of its side lane (scripts/start-lane-engine.sh).
+lane_engine=unix://${TORCHIMAGES_LANE_SOCKET:-/var/run/torchimages-lane.sock}   # scripts/start-lane-engine.sh
 removed=0
 for engine in "${DOCKER_HOST:-unix:///var/run/docker.sock}" "${lane_engine}"; do
     DOCKER_HOST=${engine} docker version > /dev/null 2>&1 || continue
