@@ -10,12 +10,13 @@
 #                                            then the GitHub release RELEASE with the tarball, the diff and the host
 #                                            index (RELEASE-hosts.json: each tag's platforms, versions, GPU generations
 #                                            and driver) as its assets.
-# Needs gh (GH_TOKEN) and, for publish, the python of .venv.
+# Needs gh (GH_TOKEN) and the python of .venv (PYTHON), which also says what a release tag is (the code's own rule).
 set -euo pipefail
 usage="usage: release-assets.sh previous RELEASE DIR | publish RELEASE"
 command=${1:?${usage}}
 release=${2:?${usage}}
-python=${PYTHON:-.venv/bin/python}
+root=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-${root}/.venv/bin/python}
 
 # gh's own words for "there is none", as opposed to a download that failed (401, network): that fails the job,
 # since building without the previous release would silently drop the size budget and the reuse.
@@ -43,7 +44,7 @@ previous() {
         echo "release-assets: ${release} is already the latest release: nothing earlier to compare with"
         return 0
     fi
-    if ! [[ "${tag}" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]]; then
+    if ! PYTHONPATH="${root}" "${python}" -m torchimages.input.grammar release "${tag}" 2> /dev/null; then
         echo "release-assets: FAILED: the latest release's tag ${tag@Q} is not a release tag" >&2
         exit 1
     fi

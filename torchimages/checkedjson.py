@@ -1,74 +1,18 @@
 """JSON files from outside, read field by field: every field typed, every value through its grammar, and the first
 problem one line naming the file, the place in it and the field, with what would be valid (a UserError: exit 2).
 
-The readers of release manifests, build reports and the lock file are built on `Fields`. A file that holds a key
+The readers of release manifests, the lock file and rendered.json are built on `Fields`; the rules are the grammar's
+(torchimages/input/grammar.py), the file helpers in torchimages/files.py. A file that holds a key
 its reader does not know is refused too: a key nobody checks is a way in (an SBOM "source" naming any path)."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import NoReturn
 
 from .errors import Problem, UserError, visible
-
-Check = Callable[[str], "str | None"]  # why a value is refused, or None
-MAX_BYTES = 64 << 20  # no file this tool writes comes near; a bigger one is not read into memory
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-SHA256_HEX = re.compile(r"[0-9a-f]{64}")
-
-
-def digest_problem(value: str) -> str | None:
-    if DIGEST.fullmatch(value):
-        return None
-    return f"{visible(value)!r} is not a digest: 'sha256:' and 64 lowercase hex digits"
-
-
-def sha256_problem(value: str) -> str | None:
-    if SHA256_HEX.fullmatch(value):
-        return None
-    return f"{visible(value)!r} is not a sha256: 64 lowercase hex digits"
-
-
-def relative_path_problem(value: str) -> str | None:
-    """A path a file names beside itself: relative, no '..' or '.' part, no backslash or control character."""
-    if (not value or value.startswith("/") or "\\" in value or any(part in ("..", ".") for part in value.split("/"))
-            or any(ord(char) < 32 for char in value)):
-        return f"{visible(value)!r} is not a path inside the file's folder: relative, without '..' (e.g. v2.7.sbom/x.spdx.json)"
-    return None
-
-
-def contained(folder: Path, relative: str) -> Path | None:
-    """`folder / relative` when it stays inside `folder` once every link is followed, else None."""
-    if relative_path_problem(relative):
-        return None
-    path = folder / relative
-    try:
-        path.resolve().relative_to(folder.resolve())
-    except ValueError:
-        return None
-    return path
-
-
-def load(path: Path, what: str) -> object:
-    """The JSON value `path` holds; a missing, unreadable, oversized, non-UTF-8 or non-JSON file is one UserError."""
-    try:
-        if path.is_dir():
-            raise UserError(f"{path}: is a folder, not {what}")
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise UserError(f"{path}: {size} bytes is too big for {what} (at most {MAX_BYTES})")
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"{path}: {what} could not be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not {what} (not UTF-8 text)") from None
-    except RecursionError:
-        raise UserError(f"{path}: not {what} (nested too deeply)") from None
-    except ValueError as exc:
-        raise UserError(f"{path}: not {what} (not JSON: {exc})") from None
+from .input.grammar import Check, control_problem
 
 
 class Fields:
@@ -100,7 +44,7 @@ class Fields:
             return None
         if not isinstance(value, str):
             self.refuse(key, f"must be a string, not {kind_of(value)}")
-        why = check(value) if check else None
+        why = control_problem(value) or (check(value) if check else None)  # one line of visible text, always
         if why:
             self.refuse(key, why)
         return value

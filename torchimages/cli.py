@@ -10,9 +10,9 @@ import click
 
 from .consoles import err, out
 from .errors import UserError
+from .input.grammar import since_version_problem
 from .input.lock import LockFile
 from .input.lock import stale as stale_pins
-from .input.specs import release_problem
 from .options import (
     build_options,
     build_options_from,
@@ -20,6 +20,7 @@ from .options import (
     load_plan,
     logs_option,
     matrix_option,
+    output_file,
     plain_option,
     push_options,
     push_options_from,
@@ -143,7 +144,8 @@ def release_diff(old_manifest: Path, new_manifest: Path, fmt: str) -> None:
 
 @main.command(name="manifest")
 @click.option("--registry", "repository", required=True, help="The repository the images were pushed to.")
-@click.option("--out", "out_path", type=click.Path(path_type=Path), required=True, help="Manifest JSON to write.")
+@click.option("--out", "out_path", type=click.Path(path_type=Path), required=True, callback=output_file,
+              help="Manifest JSON to write.")
 @click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True, dir_okay=False))
 def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -> None:
     """Merge the reports of separate per-image runs into one release manifest."""
@@ -154,7 +156,7 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
 
     check_repository(repository)
     made = publish.manifest([Report.load(p) for p in reports], repository)
-    json_path, markdown_path = manifest.write(made, out_path)
+    json_path, markdown_path = manifest.write(made, out_path, "--out")
     out.print(f"release manifest: {json_path} ({markdown_path.name}): {len(made.images)} images")
 
 
@@ -266,8 +268,8 @@ def compat_refresh(since: str, check: bool, pypi_index: str, wheel_index: str, s
     """Read torch's releases, Python wheels, CUDA builds and pins from the indexes; rewrite the data; print the diff."""
     from .input import refresh as compatrefresh
 
-    if release_problem(since) or not since[0].isdigit():
-        raise UserError(f"--since {since!r} is not a version, e.g. 2.0")
+    if why := since_version_problem(since):
+        raise UserError(f"--since {why}")
     result = compatrefresh.run(since=since, check=check, pypi_index=pypi_index,
                                wheel_index=None if skip_wheel_index else wheel_index)
     sys.exit(compatrefresh.shown(result, check=check))

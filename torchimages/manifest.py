@@ -13,89 +13,42 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .checkedjson import Fields, contained, digest_problem, load, relative_path_problem, sha256_problem
+from .checkedjson import Fields
 from .errors import UserError, visible
-from .input import grammar
-from .input.matrix import DEFAULT_PLATFORM, PLATFORMS, VARIANTS, architecture
-from .input.specs import NAME, REGISTRY, Release, image_tag, release_problem
+from .files import atomic_write, beside, check_output_file, contained, load
+from .input.grammar import (
+    DEFAULT_PLATFORM,
+    MAX_TAG,
+    RUNS_ON_KEYS,
+    VARIANTS,
+    VERSION_KEYS,
+    count_problem,
+    digest_problem,
+    image_name_problem,
+    image_platform_problem,
+    package_kind_problem,
+    platform_problem,
+    relative_path_problem,
+    release_problem,
+    repository_problem,
+    runs_on_key_problem,
+    runs_on_value_problem,
+    sha256_problem,
+    tag_part_problem,
+    version_key_problem,
+    version_value_problem,
+    without_architecture,
+)
+from .input.specs import Release, image_tag
 
-MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
-VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
 IMAGE_FIELDS = ("image", "variant", "tag", "release_tag", "reference", "digest", "size_bytes", "layers", "versions",
                 "content_digest", "smoke", "sbom", "platform", "runs_on")
 TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images", "indexes")
 INDEX_FIELDS = ("name", "release_tag", "reference", "digest", "platforms")
 SMOKE_FIELDS = ("passed", "failed", "skipped", "skipped_no_gpu")
-RUNS_ON_KEYS = ("min_driver", "min_driver_minor_compat", "gpu_archs")  # specs.ImageSpec.runs_on
-RUNS_ON_WORD = re.compile(r"\d{1,4}(\.\d{1,4}){0,2}(\+PTX)?")
-
-
-def image_name_problem(value: str) -> str | None:
-    """An image's name: its matrix entry's name, or NAME-VARIANT, either with its platform's architecture after it."""
-    for suffix in (f"-{architecture(platform)}" for platform in PLATFORMS):
-        value = value.removesuffix(suffix) if value.endswith(suffix) and len(value) > len(suffix) else value
-    base, _, variant = value.rpartition("-")
-    if NAME.match(value) or (variant in VARIANTS and NAME.match(base)):
-        return None
-    return f"{visible(value)!r} is not an image name: lowercase letters, digits, '.', '_' and '-' (e.g. cu121-ssh)"
-
-
-def platform_problem(value: str) -> str | None:
-    return None if value in PLATFORMS else f"{visible(value)!r} is not a platform: {', '.join(PLATFORMS)}"
-
-
-def without_architecture(image: str, platform: str) -> str | None:
-    """The image's name across platforms: NAME[-VARIANT] without its platform's -ARCH; the name itself for an image of
-    the default platform without one; None when a platform other than the default is not in the name."""
-    suffix = f"-{architecture(platform)}"
-    if image.endswith(suffix) and len(image) > len(suffix):
-        return image.removesuffix(suffix)
-    return image if platform == DEFAULT_PLATFORM else None
-
-
-def repository_problem(value: str) -> str | None:
-    if REGISTRY.fullmatch(value):
-        return None
-    return f"{visible(value)!r} is not a repository: lowercase HOST[:PORT]/PATH (e.g. registry.example.com/ml/pytorch)"
-
-
-def tag_part_problem(value: str) -> str | None:
-    return release_problem(value) and f"{visible(value)!r} is not a tag part: letters, digits, '_', '.' and '-'"
-
-
-def version_value_problem(value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        return "must be a version string or null"
-    return grammar.control_problem(value) or grammar.version_problem(value)
-
-
-def version_key_problem(key: str) -> str | None:
-    return None if key in VERSION_KEYS else f"is not one of {', '.join(VERSION_KEYS)}"
-
-
-def runs_on_key_problem(key: str) -> str | None:
-    return None if key in RUNS_ON_KEYS else f"is not one of {', '.join(RUNS_ON_KEYS)}"
-
-
-def runs_on_value_problem(value: object) -> str | None:
-    """'none', a driver version (580.95.05) or GPU generations ('7.5 8.0 12.0+PTX')."""
-    if not isinstance(value, str):
-        return "must be a string"
-    if value == "none" or (0 < len(value) <= 200 and all(RUNS_ON_WORD.fullmatch(w) for w in value.split(" "))):
-        return None
-    return f"{visible(value)[:60]!r} is not 'none', a driver version or GPU generations (e.g. 7.5 8.0 12.0+PTX)"
-
-
-def count_problem(value: object) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return "must be a whole number of 0 or more"
-    return None
 
 
 @dataclass(frozen=True)
@@ -264,9 +217,9 @@ def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> Manif
     name = fields.required_text("image", image_name_problem)
     fields.where = f"{fields.where} ({name})"
     platform = fields.text("platform", platform_problem, optional=True) or DEFAULT_PLATFORM
-    across = without_architecture(name, platform)
-    if across is None:
-        fields.refuse("image", f"an image of {platform} is named NAME[-VARIANT]-{architecture(platform)}")
+    if why := image_platform_problem(name, platform):
+        fields.refuse("platform", why)
+    across = without_architecture(name, platform) or name
     variant = fields.required_text("variant")
     if variant not in ("base", *VARIANTS) or not (variant == "base" or across.endswith(f"-{variant}")):
         fields.refuse("variant", f"{visible(variant)!r} is not this image's variant: base, or the name's suffix "
@@ -306,23 +259,26 @@ def read_sbom(fields: Fields, folder: Path) -> SbomFile | None:
                     packages=sbom.table("packages", package_kind_problem, count_problem))  # type: ignore[arg-type]
 
 
-def package_kind_problem(key: str) -> str | None:
-    """A package kind (a purl type: deb, pypi)."""
-    return None if key.isascii() and key.isalnum() and len(key) <= 32 else "is not a package kind (e.g. deb, pypi)"
-
-
 def sbom_target(manifest_path: Path, image: str) -> str:
     """Where an image's SBOM goes, relative to the manifest: MANIFEST.sbom/IMAGE.spdx.json."""
-    return f"{manifest_path.stem}.sbom/{image}.spdx.json"
+    return f"{sbom_folder_name(manifest_path)}/{image}.spdx.json"
 
 
-def check_writable(path: Path) -> None:
-    """Refuse a manifest path nothing could be written to, before anything that cannot be undone (a tag PUT)."""
-    if path.is_dir():
-        raise UserError(f"--manifest {path}: is a folder; give the path of the JSON file to write")
-    parent = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path())
-    if not parent.is_dir():
-        raise UserError(f"--manifest {path}: {parent} is a file, not a folder")
+def check_writable(path: Path, option: str = "--manifest") -> None:
+    """Refuse a manifest path nothing could be written to, before anything that cannot be undone (a tag PUT): the
+    manifest, its Markdown twin, its host index and its SBOM folder."""
+    for written in written_paths(path):
+        check_output_file(written, option)
+    beside(path, sbom_folder_name(path), option)
+
+
+def written_paths(path: Path) -> tuple[Path, Path, Path]:
+    """The files `write` writes for a manifest at `path`: itself, its Markdown twin and its host index."""
+    return path, path.with_suffix(".md"), hosts_path(path)
+
+
+def sbom_folder_name(path: Path) -> str:
+    return f"{path.stem}.sbom"
 
 
 def sbom_contents(manifest: ReleaseManifest) -> dict[str, bytes]:
@@ -330,21 +286,19 @@ def sbom_contents(manifest: ReleaseManifest) -> dict[str, bytes]:
     return {item.image: item.sbom.read(item.image) for item in manifest.images if item.sbom}
 
 
-def write(manifest: ReleaseManifest, path: Path) -> tuple[Path, Path]:
+def write(manifest: ReleaseManifest, path: Path, option: str = "--manifest") -> tuple[Path, Path]:
     """JSON and a Markdown table of pinnable references, each written atomically, with each image's SBOM copied
     beside them (MANIFEST.sbom/IMAGE.spdx.json) once its bytes match its sha256."""
-    from .report import atomic_write
-
-    check_writable(path)
+    check_writable(path, option)
     contents = sbom_contents(manifest)
     paths = {}
     for image, content in contents.items():
         paths[image] = sbom_target(path, image)
         target = path.parent / paths[image]
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink():
+            target.unlink()  # a link left there is replaced, never written through
         if not (target.is_file() and target.read_bytes() == content):
-            target.unlink(missing_ok=True)  # a link left there is replaced, not written through
-            target.write_bytes(content)
+            atomic_write(target, content)
     atomic_write(path, json.dumps(manifest.to_json(paths), indent=2) + "\n")
     atomic_write(hosts_path(path), json.dumps(host_index(manifest), indent=2) + "\n")
     markdown = path.with_suffix(".md")

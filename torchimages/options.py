@@ -11,10 +11,12 @@ import click
 
 from .build.inputs import BuildInputs
 from .errors import UserError
+from .files import check_output_file, check_output_folder
 from .input import grammar, planning
 from .input import matrix as matrix_stage
-from .input.matrix import FLAVORS, PLATFORMS, VARIANTS
-from .input.specs import Plan, Release, release_problem
+from .input.grammar import PLATFORMS, VARIANTS, release_problem
+from .input.matrix import FLAVORS
+from .input.specs import Plan, Release
 
 if TYPE_CHECKING:
     from .build.budget import Budget
@@ -32,8 +34,18 @@ def matrix_option(function: Callable[..., None]) -> Callable[..., None]:
     return max_images_option(function)
 
 
+def output_file(_ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """An option naming a file to write: a regular file or a new path (torchimages.files), checked before any work."""
+    return None if value is None else check_output_file(value, param.opts[0])
+
+
+def output_folder(_ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """An option naming a folder to write into: a folder or a new path, not a link, a device or a file."""
+    return None if value is None else check_output_folder(value, param.opts[0])
+
+
 def images_option(flag: str, name: str, help_text: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    return click.option(flag, name, type=click.Path(path_type=Path), default=None,
+    return click.option(flag, name, type=click.Path(path_type=Path), default=None, callback=output_folder,
                         help=f"{help_text} [images/ for matrix.yaml, images/NAME/ for another NAME.yaml].")
 
 
@@ -91,7 +103,7 @@ def selection_from(values: dict) -> Selection:
 
 
 plain_option = click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view (every stage).")
-logs_option = click.option("--logs", type=click.Path(path_type=Path),
+logs_option = click.option("--logs", type=click.Path(path_type=Path), callback=output_folder,
                            help="Folder of per-image logs: IMAGE.log, IMAGE.smoke.log, IMAGE.push.log [logs/RELEASE].")
 require_gpu_option = click.option("--require-gpu", is_flag=True,
                                   help="Smoke suite: fail, instead of skip, the GPU checks when no GPU is present.")
@@ -99,7 +111,7 @@ require_gpu_option = click.option("--require-gpu", is_flag=True,
 
 def report_option(*, exists: bool = False) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """--report: the run's report (every stage adds to it); `exists`: a command that only reads it."""
-    return click.option("--report", type=click.Path(path_type=Path, exists=exists, dir_okay=False),
+    return click.option("--report", type=click.Path(path_type=Path, exists=exists, dir_okay=False), callback=output_file,
                         help="The run's report JSON [reports/RELEASE/build-report.json].")
 
 
@@ -166,7 +178,7 @@ def push_option_list(*, with_flag: bool = True, with_candidate: bool = True) -> 
         click.option("--registry-ca", type=click.Path(path_type=Path, dir_okay=False),
                      help="CA of the registry's TLS certificate [/etc/docker/certs.d/HOST/ca.crt if present]."),
         click.option("--force", is_flag=True, help="Move a release tag that already points at another image."),
-        click.option("--manifest", "manifest_path", type=click.Path(path_type=Path),
+        click.option("--manifest", "manifest_path", type=click.Path(path_type=Path), callback=output_file,
                      help="Release manifest JSON [releases/RELEASE.json]."),
     ]
 

@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 
 import requests
 
-from .checkedjson import digest_problem
 from .errors import UserError, visible
 from .input import grammar
+from .input.grammar import digest_problem
 
 MANIFEST_TYPES = ", ".join((
     "application/vnd.docker.distribution.manifest.v2+json",

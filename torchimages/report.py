@@ -1,17 +1,43 @@
-"""The build report: one record per image, as JSON and as Markdown. Later stages add to the records."""
+"""The build report: one record per image, as JSON and as Markdown. Later stages add to the records.
+
+A report read back (push, `build.py manifest`) is input: a report can be edited, or come from another run's artifacts.
+Every value that later names a tag, a digest, a path or a file is checked by the grammar's rule for it
+(torchimages/input/grammar.py) when the report is loaded, and the first problem is one line naming the report, the
+image and the field."""
 
 from __future__ import annotations
 
 import json
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
-from .errors import UserError, visible
-from .input.matrix import DEFAULT_PLATFORM
+from .errors import Problem, UserError, visible
+from .files import atomic_write
+from .input.grammar import (
+    DEFAULT_PLATFORM,
+    VARIANTS,
+    control_problem,
+    digest_problem,
+    entry_name_problem,
+    image_name_problem,
+    image_platform_problem,
+    image_reference_problem,
+    number_problem,
+    optional_problem,
+    platform_problem,
+    relative_path_problem,
+    release_problem,
+    runs_on_key_problem,
+    runs_on_value_problem,
+    sha256_problem,
+    tag_part_problem,
+    text_problem,
+    version_key_problem,
+    version_value_problem,
+)
 
 
 @dataclass
@@ -149,8 +175,6 @@ class Report:
         except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             raise UserError(f"{path}: not a build report written by this tool ({type(exc).__name__}: "
                             f"{visible(str(exc))[:200]})") from None
-        from .reportcheck import check_report  # the grammar lives with the specs; this module stays import-light
-
         check_report(report, path)
         return report
 
@@ -215,18 +239,6 @@ def tier_cell(counts: dict[str, int] | None) -> str:
     return f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write through a temporary sibling, so readers see the old file or the new one; the temporary file never stays."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8", suffix=".tmp") as tmp:
-        temporary = Path(tmp.name)
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        temporary.replace(path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 def human(size: int | None) -> str:
     if size is None:
         return "-"
@@ -240,3 +252,72 @@ def human(size: int | None) -> str:
 
 def seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
+
+
+NUMBERS = ("size_bytes", "adds_bytes", "floor_bytes", "layers")
+
+
+def check_report(report: Report, path: Path) -> None:
+    def refuse(where: str | None, field: str, message: str) -> None:
+        raise UserError([Problem(str(path), None, where, field, message)])
+
+    for key, value in (("release", report.release), ("matrix", report.matrix)):
+        if not isinstance(value, str):
+            refuse(None, key, "must be a string")
+    why = release_problem(report.release)
+    if why:
+        refuse(None, "release", why)
+    names = []
+    for index, record in enumerate(report.images):
+        name = record.image if isinstance(record.image, str) else repr(record.image)
+        where = f"images[{index}] ({visible(name)})"
+        problem = record_problem(record)
+        if problem:
+            refuse(where, *problem)
+        names.append(record.image)
+    if len(set(names)) != len(names):
+        refuse(None, "images", f"names {next(n for n in names if names.count(n) > 1)!r} twice; each image once")
+
+
+def record_problem(record: ImageRecord) -> tuple[str, str] | None:
+    """(field, why) for the first value of a record that is refused, or None."""
+    texts = {"image": record.image, "entry": record.entry, "variant": record.variant, "tag": record.tag,
+             "result": record.result}
+    for key, value in texts.items():
+        if not isinstance(value, str):
+            return key, "must be a string"
+    checks = [
+        ("image", image_name_problem(record.image)),
+        ("entry", entry_name_problem(record.entry)),
+        ("variant", None if record.variant in ("base", *VARIANTS) else f"{visible(record.variant)!r} is not a variant"),
+        ("platform", text_problem(record.platform, platform_problem) or image_platform_problem(record.image, record.platform)),
+        ("tag", control_problem(record.tag) or image_reference_problem(record.tag)),
+        ("image_id", optional_problem(record.image_id, digest_problem)),
+        ("content_digest", optional_problem(record.content_digest, digest_problem)),
+    ]
+    checks += [(key, number_problem(getattr(record, key))) for key in NUMBERS]
+    if not isinstance(record.versions, dict):
+        checks.append(("versions", "must be a JSON object"))
+    else:
+        checks += [("versions", version_key_problem(str(key)) or version_value_problem(value))
+                   for key, value in record.versions.items()]
+    if record.runs_on is not None and not isinstance(record.runs_on, dict):
+        checks.append(("runs_on", "must be a JSON object"))
+    elif record.runs_on is not None:
+        checks += [("runs_on", runs_on_key_problem(str(key)) or runs_on_value_problem(value))
+                   for key, value in record.runs_on.items()]
+    if record.smoke is not None:
+        checks.append(("stages.smoke.image_id", optional_problem(record.smoke.image_id, digest_problem)))
+        checks += [(f"stages.smoke.{key}", number_problem(getattr(record.smoke, key)))
+                   for key in ("passed", "failed", "skipped", "skipped_no_gpu")]
+    if record.push is not None:
+        push = record.push
+        checks += [("stages.push.reference", text_problem(push.reference, image_reference_problem)),
+                   ("stages.push.digest", optional_problem(push.digest, digest_problem)),
+                   ("stages.push.candidate", optional_problem(push.candidate, tag_part_problem))]
+    if record.sbom is not None:
+        sbom = record.sbom
+        checks += [("stages.sbom.path", text_problem(sbom.path, relative_path_problem)),
+                   ("stages.sbom.sha256", text_problem(sbom.sha256, sha256_problem)),
+                   ("stages.sbom.image_id", text_problem(sbom.image_id, digest_problem))]
+    return next(((key, why) for key, why in checks if why), None)

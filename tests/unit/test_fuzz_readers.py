@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from torchimages import manifest
-from torchimages.checkedjson import DIGEST
 from torchimages.errors import UserError
 from torchimages.input import compat, lock
+from torchimages.input.grammar import DIGEST
 from torchimages.report import Report
 
 from .hostile import hostile

@@ -11,8 +11,8 @@ import pytest
 
 from torchimages import registry
 from torchimages.errors import UserError
+from torchimages.files import atomic_write
 from torchimages.input import matrix, specs
-from torchimages.report import atomic_write
 
 from .conftest import ROOT, problems_of, run_cli
 
@@ -33,7 +33,7 @@ def test_render_refuses_a_folder_it_did_not_write(tmp_path: Path) -> None:
 def test_render_refuses_a_file(tmp_path: Path) -> None:
     (tmp_path / "images").write_text("a file")
     result = run_cli("render", "--tag", "v1", "--out", str(tmp_path / "images"))
-    assert result.returncode == 2 and "a file is there, not a folder" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "is a file, not a folder" in result.stderr and "Traceback" not in result.stderr
     assert (tmp_path / "images").read_text() == "a file"
 
 
@@ -173,7 +173,25 @@ def test_a_malformed_rendered_json_is_not_a_traceback(tmp_path: Path, marker: st
     images.mkdir()
     (images / "rendered.json").write_text(marker)
     result = run_cli("render", "--check", "--out", str(images))
-    assert result.returncode == 2 and "--tag is required" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2 and "no recorded release: give --tag" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
+
+
+@pytest.mark.parametrize("release", ["v2.7\nARG BASE_IMAGE=evil.example/debian:bookworm\n#", "v2.٧", "", "../v2.7"])
+def test_a_recorded_release_goes_through_the_grammar_like_a_typed_tag(tmp_path: Path, release: str) -> None:
+    """rendered.json is a file render wrote, read back by render, render --check and matrix when no --tag is given (the
+    weekly refresh runs exactly that): a release the grammar refuses never reaches a Dockerfile or a listing."""
+    images = tmp_path / "images"
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    assert run_cli("render", "--tag", "v2.7", "--out", str(images)).returncode == 0
+    (images / "rendered.json").write_text(json.dumps({"release": release, "matrix": "matrix.yaml", "images": []}))
+    before = tree_of(images)
+    for args in (["render", "--check", "--out", str(images)], ["render", "--out", str(images)],
+                 ["matrix", "--format", "json"]):
+        result = run_cli(*args, cwd=tmp_path) if args[0] == "matrix" else run_cli(*args)
+        assert result.returncode == 2 and "no recorded release: give --tag" in result.stderr, (args, result.stderr)
+        assert "ARG BASE_IMAGE" not in result.stdout and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert tree_of(images) == before
 
 
 @pytest.mark.parametrize(("config", "outcome"), [
@@ -191,11 +209,24 @@ def test_a_malformed_docker_config_is_ignored_or_named(tmp_path: Path, monkeypat
             registry.credentials_from_docker_config("r.example.com")
 
 
-def test_atomic_write_leaves_no_temporary_file_when_it_fails(tmp_path: Path) -> None:
-    (tmp_path / "report.json").mkdir()  # a folder where the file should go: the final rename fails
+def test_atomic_write_leaves_no_temporary_file_when_it_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(*_args: object) -> None:
+        raise OSError("the disk is full")
+
+    monkeypatch.setattr(Path, "replace", failing)  # the final rename fails
     with pytest.raises(OSError):
         atomic_write(tmp_path / "report.json", "{}")
-    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_refuses_a_folder_a_link_or_a_device_before_writing(tmp_path: Path) -> None:
+    (tmp_path / "folder.json").mkdir()
+    (tmp_path / "link.json").symlink_to(tmp_path / "elsewhere.json")
+    for path, words in ((tmp_path / "folder.json", "is a folder"), (tmp_path / "link.json", "is a link"),
+                        (Path("/dev/null"), "is under /dev")):
+        with pytest.raises(UserError, match=words):
+            atomic_write(path, "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.json", "link.json"]
 
 
 def test_another_matrix_renders_beside_the_committed_images_never_over_them(tmp_path: Path) -> None:

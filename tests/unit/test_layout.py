@@ -102,3 +102,52 @@ def test_the_layout_page_lists_every_module() -> None:
     layout = (ROOT / "docs" / "layout.md").read_text()
     missing = [str(p.relative_to(PACKAGE)) for p in modules() if f"`{p.relative_to(PACKAGE)}`" not in layout]
     assert not missing, f"docs/layout.md does not list: {missing}"
+
+
+def cycle_from(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of `graph` (module -> the modules it imports, at the top or inside a function), or None."""
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> list[str] | None:
+        if module in path:
+            return [*path[path.index(module):], module]
+        if module in done:
+            return None
+        for target in sorted(graph.get(module, ())):
+            if found := visit(target, [*path, module]):
+                return found
+        done.add(module)
+        return None
+
+    return next((found for module in sorted(graph) if (found := visit(module, []))), None)
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """An import circle held open by a lazy import (inside a function) is still a circle: the modules cannot be read,
+    tested or moved one at a time."""
+    graph = {name_of(path): imports(path) - {name_of(path)} for path in modules()}
+    assert cycle_from(graph) is None, f"import circle: {' -> '.join(cycle_from(graph) or [])}"
+    assert cycle_from({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # the search itself finds one
+
+
+def value_rules(path: Path) -> list[str]:
+    """Module-level functions that judge one text value (`def x_problem(value: str) -> str | None`)."""
+    rules = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name.endswith("_problem") and node.args.args:
+            hint = node.args.args[0].annotation
+            if isinstance(hint, ast.Name) and hint.id in ("str", "object"):
+                rules.append(f"{path.relative_to(PACKAGE)}: {node.name}")
+    return rules
+
+
+def test_every_value_rule_lives_in_the_grammar() -> None:
+    """One grammar (torchimages/input/grammar.py) for every reader: a rule for a kind of value defined beside one file
+    kind's reader is the rule the next file kind forgets. The release tag's rule is not copied into a script either:
+    scripts ask the code (python -m torchimages.input.grammar release TAG)."""
+    grammar = PACKAGE / "input" / "grammar.py"
+    elsewhere = [rule for path in modules() if path != grammar for rule in value_rules(path)]
+    assert not elsewhere, f"value rules outside input/grammar.py: {elsewhere}"
+    assert len(value_rules(grammar)) > 20
+    copied = [str(p.relative_to(ROOT)) for p in (ROOT / "scripts").iterdir() if "[A-Za-z0-9_][A-Za-z0-9_.-]" in p.read_text()]
+    assert not copied, f"the release tag's pattern copied into {copied}"

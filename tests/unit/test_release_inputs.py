@@ -92,9 +92,9 @@ PLATFORM_HOSTILE: list[tuple[str, Callable[[dict], None], str]] = [
     ("unknown platform", set_in(("images", 1, "platform"), "linux/riscv64"),
      "field 'platform': 'linux/riscv64' is not a platform: linux/amd64, linux/arm64"),
     ("arm64 image without its suffix", set_in(("images", 1, "image"), CU130),
-     "field 'image': an image of linux/arm64 is named NAME[-VARIANT]-arm64"),
+     f"field 'platform': 'linux/arm64' is not the platform the name '{CU130}' says (linux/amd64)"),
     ("arm64 image said to be amd64", set_in(("images", 1, "platform"), "linux/amd64"),
-     f"'{CU130}-arm64' for linux/arm64 is not an image of {CU130} for that platform"),
+     f"field 'platform': 'linux/amd64' is not the platform the name '{CU130}-arm64' says (linux/arm64)"),
     ("index member of another platform", set_in(("indexes", 0, "platforms", "linux/arm64"), f"{CU130}-amd64"),
      f"'{CU130}-amd64' for linux/arm64 is not an image of {CU130} for that platform"),
     ("index member not in the release", set_in(("indexes", 0, "platforms", "linux/arm64"), f"{CU130}-ssh-arm64"),
@@ -264,11 +264,19 @@ def test_push_refuses_the_report_of_another_release(tmp_path: Path) -> None:
     assert result.returncode == 2 and "is the report of release v2.7, not v2.8" in result.stderr, result.stderr
 
 
+SOURCE = "https://registry-1.docker.io/v2/library/debian/manifests/bookworm-slim"  # where lock read the pin
+GOOD_PIN = {"digest": "sha256:" + "a" * 64, "locked_at": "2026-12-05T13:00:00Z", "source": SOURCE}
+
+
 @pytest.mark.parametrize(("pin", "words"), [
-    ({"digest": "sha256:abc", "locked_at": "t", "source": "u"}, "field 'digest'"),
-    ({"digest": "sha256:" + "a" * 64 + "\nARG BASE_IMAGE=other/image", "locked_at": "t", "source": "u"}, "field 'digest'"),
-    ({"digest": "sha256:" + "a" * 64, "locked_at": "t\n", "source": "u"}, "field 'locked_at'"),
-    ({"digest": "sha256:" + "a" * 64, "locked_at": "t", "source": "u", "extra": 1}, "field 'extra'"),
+    ({**GOOD_PIN, "digest": "sha256:abc"}, "field 'digest'"),
+    ({**GOOD_PIN, "digest": "sha256:" + "a" * 64 + "\nARG BASE_IMAGE=other/image"}, "field 'digest'"),
+    ({**GOOD_PIN, "locked_at": "t\n"}, "field 'locked_at'"),
+    ({**GOOD_PIN, "locked_at": "2026-12-05"}, "field 'locked_at': '2026-12-05' is not a UTC time"),
+    ({**GOOD_PIN, "source": "file:///etc/shadow"}, "field 'source': 'file:///etc/shadow' is not where the tag's manifest"),
+    ({**GOOD_PIN, "source": "https://user:secret@registry-1.docker.io/v2/library/debian/manifests/bookworm-slim"},
+     "field 'source': 'https://***@registry-1.docker.io"),
+    ({**GOOD_PIN, "extra": 1}, "field 'extra'"),
     ("sha256:" + "a" * 64, "must be a JSON object"),
 ])
 def test_a_hostile_lock_pin_is_refused(tmp_path: Path, pin: object, words: str) -> None:
@@ -277,6 +285,9 @@ def test_a_hostile_lock_pin_is_refused(tmp_path: Path, pin: object, words: str) 
     with pytest.raises(UserError) as caught:
         lock.LockFile.load(path)
     assert words in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+    assert "secret" not in str(caught.value)
+    path.write_text(json.dumps({"pins": {"debian:bookworm-slim": GOOD_PIN}}))
+    assert lock.LockFile.load(path).pins["debian:bookworm-slim"].source == SOURCE  # the same pin, as lock writes it
 
 
 def test_lock_refuses_to_write_a_digest_the_registry_made_up(tmp_path: Path) -> None:

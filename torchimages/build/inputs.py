@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 
 from ..errors import UserError
 from ..input import grammar
-from ..input.matrix import DEFAULT_PLATFORM, PLATFORMS
+from ..input.grammar import DEFAULT_PLATFORM, PLATFORMS
 
 # Wheels of torch and the CUDA stack it depends on (file names use underscores for dashes).
 TORCH_STACK_WHEEL = re.compile(r"^(torch|triton|nvidia_[a-z0-9_]+|cuda_[a-z0-9_]+)-", re.IGNORECASE)

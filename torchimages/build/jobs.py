@@ -15,7 +15,7 @@ from typing import Protocol
 from ..engine import BuildOutcome, Engine
 from ..errors import UserError
 from ..events import EventSink, StageEvent
-from ..input.matrix import DEFAULT_PLATFORM
+from ..input.grammar import DEFAULT_PLATFORM
 from ..input.specs import ImageSpec, Plan, PlatformImage
 from . import cache as buildcache
 from . import contexts

@@ -7,6 +7,7 @@ the rendered images/ folder can be committed and checked for staleness.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import tempfile
@@ -16,8 +17,11 @@ from pathlib import Path
 import jinja2
 
 from .. import consoles
-from ..errors import UserError
-from ..input.matrix import DEFAULT_PLATFORM
+from ..checkedjson import Fields
+from ..errors import UserError, visible
+from ..files import check_output_folder as check_output
+from ..files import load
+from ..input.grammar import DEFAULT_PLATFORM, release_problem, text_problem
 from ..input.specs import ImageSpec, Plan
 from ..settings import SETTINGS, Settings
 
@@ -192,13 +196,14 @@ def write_files(files: dict[str, tuple[str, int]], folder: Path) -> None:
 
 
 def differences(files: dict[str, tuple[str, int]], folder: Path) -> list[str]:
-    """Paths under `folder` that differ from `files` (missing, extra, other content or executable bit);
-    other matrices' renders nested in it are not part of it."""
-    if not folder.is_dir():
+    """Paths under `folder` that differ from `files` (missing, extra, other content or executable bit), and every link
+    under it (a build would copy what a link points at); other matrices' renders nested in it are not part of it."""
+    if not folder.is_dir() or folder.is_symlink():
         return [str(folder)]
     nested = nested_renders(folder)
-    have = {str(p.relative_to(folder)) for p in folder.rglob("*")
-            if p.is_file() and not any(n in p.parents for n in nested)}
+    inside = [p for p in walk(folder) if not any(n == p or n in p.parents for n in nested)]
+    links = {str(p.relative_to(folder)) for p in inside if p.is_symlink()}
+    have = {str(p.relative_to(folder)) for p in inside if p.is_file() and not p.is_symlink()}
     changed = []
     for relative in sorted(have & files.keys()):
         content, mode = files[relative]
@@ -206,14 +211,23 @@ def differences(files: dict[str, tuple[str, int]], folder: Path) -> list[str]:
         executable = bool(path.stat().st_mode & 0o111)
         if executable != bool(mode & 0o111) or path.read_bytes() != content.encode("utf-8"):
             changed.append(relative)
-    return sorted(str(folder / p) for p in (have ^ files.keys()) | set(changed))
+    return sorted(str(folder / p) for p in (have ^ files.keys()) | set(changed) | links)
+
+
+def walk(folder: Path) -> list[Path]:
+    """Every path under `folder`, links included but never followed."""
+    found = []
+    for parent, folders, names in os.walk(folder, followlinks=False):
+        found += [Path(parent) / name for name in [*folders, *names]]
+    return found
 
 
 def nested_renders(folder: Path) -> list[Path]:
     """Renders of other matrices inside `folder` (images/<matrix name>/): each holds its own rendered.json."""
     if not folder.is_dir():
         return []
-    return sorted(child for child in folder.iterdir() if child.is_dir() and (child / MARKER).is_file())
+    return sorted(child for child in folder.iterdir()
+                  if child.is_dir() and not child.is_symlink() and (child / MARKER).is_file())
 
 
 def keep_nested_renders(out: Path, staging: Path, images: set[str]) -> None:
@@ -226,6 +240,7 @@ def keep_nested_renders(out: Path, staging: Path, images: set[str]) -> None:
 
 
 def check_output_folder(out: Path) -> None:
+    check_output(out, "--out")
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: a file is there, not a folder")
     written_by_render = (out / MARKER).is_file() or set(out.iterdir()) == set(nested_renders(out)) if out.is_dir() else True
@@ -235,12 +250,18 @@ def check_output_folder(out: Path) -> None:
 
 
 def rendered_release(out: Path) -> str | None:
-    """The release tag the committed contexts were rendered with, if any."""
-    try:
-        release = json.loads((out / MARKER).read_text())["release"]
-    except (OSError, ValueError, KeyError, TypeError):
+    """The release tag the contexts under `out` were rendered with (rendered.json), or None when nothing records one. A
+    recorded tag is read back as a typed --tag is checked: one the grammar refuses is refused, never rendered."""
+    marker = out / MARKER
+    if not marker.is_file():
         return None
-    return release if isinstance(release, str) else None
+    try:
+        release = Fields(str(marker), load(marker, "a render's record")).value("release", optional=False)
+    except UserError as error:
+        raise UserError(f"{error}; no recorded release: give --tag (e.g. --tag v2.7)") from None
+    if why := text_problem(release, release_problem):
+        raise UserError(f"{marker}: field 'release' {why}; no recorded release: give --tag (e.g. --tag v2.7)")
+    return str(release)
 
 
 def stale_paths(plan: Plan, release: str, out: Path, settings: Settings = SETTINGS) -> list[str]:
@@ -253,13 +274,13 @@ def check_current(plan: Plan, release: str, folder: Path, unpinned: list[str]) -
     matrix names them: `unpinned`); the exit code (1: something is stale)."""
     stale = stale_paths(plan, release, folder)
     for problem in unpinned:
-        consoles.err.print(f"{problem}: run python build.py lock")
+        consoles.err.print(f"{visible(problem)}: run python build.py lock")
     if stale:
-        consoles.err.print(f"{folder} is stale for release {release} ({len(stale)} files differ); "
-                           f"run: python build.py render --tag {release}")
+        consoles.err.print(f"{visible(str(folder))} is stale for release {release} ({len(stale)} files differ or are "
+                           f"links); run: python build.py render --tag {release}")
         for path in stale[:20]:
-            consoles.err.print(f"  {path}")
+            consoles.err.print(f"  {visible(path)}")
     if stale or unpinned:
         return 1
-    consoles.out.print(f"{folder} is up to date for release {release}")
+    consoles.out.print(f"{visible(str(folder))} is up to date for release {release}")
     return 0

@@ -1,35 +1,82 @@
-"""The grammar of every matrix value that reaches a Dockerfile, a shell or a path.
+"""The grammar of every value: one rule per kind of value, used by every reader.
 
-Each check returns why a value is refused (with what would be valid), or None. The loader runs
-them on every entry before compatibility is checked, so a hostile value never reaches the
-template; the template still shell-quotes what it interpolates into RUN lines (a second defence:
-a PEP 508 marker legitimately holds quotes and `;`).
+A value reaches a Dockerfile, a shell, a tag, a path or a registry request from many places: the matrix, the command
+line, files this tool wrote earlier and reads back (build reports, release manifests, rendered.json, the lock, the
+digest cache), and answers from outside (a registry, an index, nvidia-smi). Each kind of value has one rule here, and
+every reader of every file kind calls it, so a rule fixed once is fixed everywhere. Each check returns why a value is
+refused (with what would be valid), or None. Digits are ASCII everywhere: every pattern is compiled with re.ASCII, as
+Python's \\d and str.isdigit() also take other scripts' digits ('٥٨٠').
+
+The loader runs the matrix's checks on every entry before compatibility is checked, so a hostile value never reaches
+the template; the template still shell-quotes what it interpolates into RUN lines (a second defence: a PEP 508 marker
+legitimately holds quotes and `;`).
 """
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 import unicodedata
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from ..errors import visible
+
+Check = Callable[[str], "str | None"]  # why a value is refused, or None
+
+
+def pattern(text: str, flags: int = 0) -> re.Pattern[str]:
+    """Every pattern of the grammar: ASCII only, so [0-9] and \\w never take another script's digits or letters."""
+    return re.compile(text, re.ASCII | flags)
+
+
+# The vocabulary: the variants an entry may add and the platforms it may be built for (OCI os/architecture), with the
+# machine name wheels are tagged with for each.
+VARIANTS = ("jupyter", "ssh", "devel")
+PLATFORMS = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+DEFAULT_PLATFORM = "linux/amd64"  # what an entry without `platforms` is built for
+
 # Debian policy 5.6.1 (package names) and 5.6.12 (versions: [epoch:]upstream[-revision]).
-APT_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,99}(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]{0,99})?")
+APT_PACKAGE = pattern(r"[a-z0-9][a-z0-9+.-]{1,99}(=([0-9]+:)?[0-9][A-Za-z0-9.+~-]{0,99})?")
 # The OCI distribution reference grammar (distribution/reference/regexp.go), with an optional digest.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN = r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*|\[[0-9A-Fa-f:]+\])(?::[0-9]+)?"
-IMAGE_REFERENCE = re.compile(
+IMAGE_REFERENCE = pattern(
     rf"(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?")
 # torch, cuda, cudnn, python and ngc values: looked up in the compat data, and written into tags and labels.
-VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
+VERSION = pattern(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
 # What the image pins (its constraint file): a direct reference may not replace any of it.
-PINNED = re.compile(r"^(torch|torchvision|torchaudio|triton|nvidia-[a-z0-9-]+|cuda-[a-z0-9-]+)$")
+PINNED = pattern(r"^(torch|torchvision|torchaudio|triton|nvidia-[a-z0-9-]+|cuda-[a-z0-9-]+)$")
+# An entry's name, and the name of each of its images (NAME[-VARIANT][-ARCH]).
+NAME = pattern(r"[a-z0-9][a-z0-9._-]{0,79}")
+# Docker's tag grammar; the release is the first part of every image tag (RELEASE-NAME[-VARIANT]).
+RELEASE_TAG = pattern(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
+# A repository to push to: lowercase HOST[:PORT]/PATH.
+REGISTRY = pattern(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+")
+DIGEST = pattern(r"sha256:[0-9a-f]{64}")
+TIMESTAMP = pattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")  # UTC, ISO 8601, as `lock` writes it
+SHA256_HEX = pattern(r"[0-9a-f]{64}")
+# A driver version as nvidia-smi prints it (535.104.05), and a GPU's compute capability (8.9, 12.0).
+DRIVER = pattern(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")
+CAPABILITY = pattern(r"[0-9]{1,2}\.[0-9]")
+# One word of what a host needs to run an image: a driver version, or a GPU generation (12.0+PTX).
+RUNS_ON_WORD = pattern(r"[0-9]{1,4}(\.[0-9]{1,4}){0,2}(\+PTX)?")
+VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
+RUNS_ON_KEYS = ("min_driver", "min_driver_minor_compat", "gpu_archs")  # specs.ImageSpec.runs_on
 # Unicode categories no value may hold: controls (newline, tab, NUL, ESC), format characters (U+202E
 # right-to-left override, zero-width spaces), line and paragraph separators, unassigned code points.
 REFUSED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def architecture(platform: str) -> str:
+    """linux/arm64 -> arm64: the word a platform's own image name and tag end with (NAME-arm64)."""
+    return platform.rpartition("/")[2]
 
 
 def control_problem(value: str) -> str | None:
@@ -97,7 +144,7 @@ def requirement_name(value: str) -> str:
 
 # An index or mirror URL: it becomes a build argument, and APT_MIRROR a sed replacement ('#', '&' and '\\' would
 # change the expression).
-URL = re.compile(r"https?://[A-Za-z0-9._~%!$'()*+,;=:@-]+(/[A-Za-z0-9._~%!$'()*+,;=:@/-]*)?")
+URL = pattern(r"https?://[A-Za-z0-9._~%!$'()*+,;=:@-]+(/[A-Za-z0-9._~%!$'()*+,;=:@/-]*)?")
 
 
 def url_problem(value: str, option: str) -> str | None:
@@ -107,3 +154,180 @@ def url_problem(value: str, option: str) -> str | None:
     if URL.fullmatch(value) and urlsplit(value).hostname:
         return None
     return f"{option} {value!r} is not an http(s) URL without spaces, '#', '&', '?' or '\\' (e.g. https://mirror.example.com/simple)"
+
+
+def release_problem(release: str) -> str | None:
+    """Why `release` cannot name images (and the report and log folders named after it), or None."""
+    if RELEASE_TAG.fullmatch(release):
+        return None
+    return (f"{visible(release)!r} is not a valid release tag: letters, digits, '_', '.' and '-', starting with a letter, "
+            "digit or '_', at most 128 characters (Docker's tag grammar), e.g. v2.7")
+
+
+def tag_part_problem(value: str) -> str | None:
+    """A candidate's name, between the release and the image in a tag (RELEASE-CANDIDATE-IMAGE)."""
+    return release_problem(value) and f"{visible(value)!r} is not a tag part: letters, digits, '_', '.' and '-'"
+
+
+def since_version_problem(value: str) -> str | None:
+    """The oldest torch release a compat refresh reads: a version that starts with a digit (2.0)."""
+    if RELEASE_TAG.fullmatch(value) and value[0] in "0123456789":
+        return None
+    return f"{visible(value)!r} is not a version, e.g. 2.0"
+
+
+def entry_name_problem(value: str) -> str | None:
+    """An entry's own name: an image's name is made from it, and a platform's -ARCH may follow it."""
+    if not NAME.fullmatch(value):
+        return (f"{visible(value)!r} is not a valid image name: lowercase letters, digits, '.', '_' and '-', starting with a "
+                "letter or digit, at most 80 characters")
+    reserved = next((f"-{architecture(p)}" for p in PLATFORMS if value.endswith(f"-{architecture(p)}")), None)
+    if reserved:
+        return f"{visible(value)!r} ends with {reserved}, which names a platform's image; choose another name"
+    return None
+
+
+def name_platform(image: str) -> str:
+    """The platform an image's name says: the one whose -ARCH ends it, else the default (an entry for it alone)."""
+    return next((p for p in PLATFORMS if image.endswith(f"-{architecture(p)}") and len(image) > len(architecture(p)) + 1),
+                DEFAULT_PLATFORM)
+
+
+def without_architecture(image: str, platform: str) -> str | None:
+    """The image's name across platforms: NAME[-VARIANT] without its platform's -ARCH; the name itself for an image of
+    the default platform without one; None when the name does not say `platform`."""
+    suffix = f"-{architecture(platform)}"
+    if image.endswith(suffix) and len(image) > len(suffix):
+        return image.removesuffix(suffix)
+    return image if platform == DEFAULT_PLATFORM and name_platform(image) == DEFAULT_PLATFORM else None
+
+
+def image_name_problem(value: str) -> str | None:
+    """An image's name: its matrix entry's name, or NAME-VARIANT, either with its platform's architecture after it."""
+    across = without_architecture(value, name_platform(value)) or value
+    base, _, variant = across.rpartition("-")
+    if control_problem(value) is None and (NAME.fullmatch(across) or (variant in VARIANTS and NAME.fullmatch(base))):
+        return None
+    return f"{visible(value)!r} is not an image name: lowercase letters, digits, '.', '_' and '-' (e.g. cu121-ssh)"
+
+
+def platform_problem(value: str) -> str | None:
+    return None if value in PLATFORMS else f"{visible(value)!r} is not a platform: {', '.join(PLATFORMS)}"
+
+
+def image_platform_problem(image: str, platform: str) -> str | None:
+    """A recorded platform that disagrees with the image's name (NAME-arm64 is the linux/arm64 image; a name without a
+    platform's -ARCH is the default platform's): an index would send one platform's hosts the other's image."""
+    said = name_platform(image)
+    if platform == said:
+        return None
+    return (f"{visible(platform)!r} is not the platform the name {visible(image)!r} says ({said}); an image of "
+            f"{platform} is named NAME[-VARIANT]-{architecture(platform)}")
+
+
+def repository_problem(value: str) -> str | None:
+    if REGISTRY.fullmatch(value):
+        return None
+    return f"{visible(value)!r} is not a repository: lowercase HOST[:PORT]/PATH (e.g. registry.example.com/ml/pytorch)"
+
+
+def version_value_problem(value: object) -> str | None:
+    """A recorded version: a version string, or null where it does not apply (a CPU image's cuda)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return "must be a version string or null"
+    return control_problem(value) or version_problem(value)
+
+
+def version_key_problem(key: str) -> str | None:
+    return None if key in VERSION_KEYS else f"is not one of {', '.join(VERSION_KEYS)}"
+
+
+def runs_on_key_problem(key: str) -> str | None:
+    return None if key in RUNS_ON_KEYS else f"is not one of {', '.join(RUNS_ON_KEYS)}"
+
+
+def runs_on_value_problem(value: object) -> str | None:
+    """'none', a driver version (580.95.05) or GPU generations ('7.5 8.0 12.0+PTX')."""
+    if not isinstance(value, str):
+        return "must be a string"
+    if value == "none" or (0 < len(value) <= 200 and all(RUNS_ON_WORD.fullmatch(w) for w in value.split(" "))):
+        return None
+    return f"{visible(value)[:60]!r} is not 'none', a driver version or GPU generations (e.g. 7.5 8.0 12.0+PTX)"
+
+
+def driver_problem(value: str) -> str | None:
+    """A driver version as nvidia-smi prints it: ASCII digits (535.104.05)."""
+    if DRIVER.fullmatch(value):
+        return None
+    return f"{visible(value)!r} is not a driver version: ASCII digits as nvidia-smi prints it (e.g. 535.104.05)"
+
+
+def count_problem(value: object) -> str | None:
+    """A whole number of 0 or more (a bool is not one, as JSON's true is not 1)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return "must be a whole number of 0 or more"
+    return None
+
+
+def number_problem(value: object) -> str | None:
+    """A measured figure (seconds, bytes): a number of 0 or more, or null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        return "must be a number of 0 or more"
+    return None
+
+
+def package_kind_problem(key: str) -> str | None:
+    """A package kind (a purl type: deb, pypi)."""
+    return None if key.isascii() and key.isalnum() and len(key) <= 32 else "is not a package kind (e.g. deb, pypi)"
+
+
+def digest_problem(value: str) -> str | None:
+    if DIGEST.fullmatch(value):
+        return None
+    return f"{visible(value)!r} is not a digest: 'sha256:' and 64 lowercase hex digits"
+
+
+def timestamp_problem(value: str) -> str | None:
+    if TIMESTAMP.fullmatch(value):
+        return None
+    return f"{visible(value)[:60]!r} is not a UTC time: YYYY-MM-DDTHH:MM:SSZ (e.g. 2026-12-05T13:00:00Z)"
+
+
+def sha256_problem(value: str) -> str | None:
+    if SHA256_HEX.fullmatch(value):
+        return None
+    return f"{visible(value)!r} is not a sha256: 64 lowercase hex digits"
+
+
+def relative_path_problem(value: str) -> str | None:
+    """A path a file names beside itself: relative, no '..' or '.' part, no backslash or control character."""
+    if (not value or value.startswith("/") or "\\" in value or any(part in ("..", ".") for part in value.split("/"))
+            or control_problem(value)):
+        return f"{visible(value)!r} is not a path inside the file's folder: relative, without '..' (e.g. v2.7.sbom/x.spdx.json)"
+    return None
+
+
+def text_problem(value: object, check: Check) -> str | None:
+    """A value read from a file that must be a string passing `check` (and one line of visible text)."""
+    if not isinstance(value, str):
+        return "must be a string"
+    return control_problem(value) or check(value)
+
+
+def optional_problem(value: object, check: Check) -> str | None:
+    return None if value is None else text_problem(value, check)
+
+
+RULES: dict[str, Check] = {"release": release_problem}  # what scripts ask: python -m torchimages.input.grammar KIND VALUE
+
+
+if __name__ == "__main__":  # scripts/release-assets.sh asks the same rule the code uses
+    kind, given = sys.argv[1:3]
+    why = RULES[kind](given)
+    if why:
+        print(why, file=sys.stderr)
+    sys.exit(1 if why else 0)

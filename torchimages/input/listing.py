@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from ..workspace import Workspace
-from .matrix import architecture
+from .grammar import architecture
 from .specs import Plan
 
 COLUMNS = ("image", "variant", "platform", "flavor", "torch", "cuda", "cudnn", "nccl", "python", "tag")

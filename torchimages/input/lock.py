@@ -13,9 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..checkedjson import Fields, digest_problem, load
-from ..errors import UserError
+from ..checkedjson import Fields
+from ..errors import UserError, visible
+from ..files import atomic_write, load
 from . import grammar
+from .grammar import digest_problem
 from .specs import Plan
 
 DOCKER_HUB = "registry-1.docker.io"  # where docker.io's API answers (its token flow is the anonymous one)
@@ -65,13 +67,16 @@ class LockFile:
                                  "python build.py lock")
             pin = pins.sub(tag, ("digest", "locked_at", "source"))
             assert pin is not None
-            found[tag] = Pin(digest=pin.required_text("digest", digest_problem),
-                             locked_at=pin.required_text("locked_at", grammar.control_problem),
-                             source=pin.required_text("source", grammar.control_problem))
+            digest = pin.required_text("digest", digest_problem)
+            locked_at = pin.required_text("locked_at", grammar.timestamp_problem)
+            source = pin.required_text("source")
+            if source != locate(tag).url:  # derived from the tag, never taken from the file (file://, user:password@)
+                pin.refuse("source", f"{visible(source)[:80]!r} is not where the tag's manifest is served: "
+                                     f"{locate(tag).url}; delete the pin and run python build.py lock")
+            found[tag] = Pin(digest=digest, locked_at=locked_at, source=source)
         return cls(path, found)
 
     def write(self) -> None:
-        from ..report import atomic_write  # here: every command reads the lock, only `lock` writes it
 
         data = {"comment": "Base images pinned by digest: written by python build.py lock; review moves like code.",
                 "pins": {tag: vars(self.pins[tag]) for tag in sorted(self.pins)}}

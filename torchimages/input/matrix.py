@@ -14,13 +14,10 @@ from typing import Any
 
 from ..errors import Problem, UserError
 from . import grammar
+from .grammar import DEFAULT_PLATFORM, PLATFORMS, VARIANTS
 from .yamlsource import Located, load_file, load_text
 
 FLAVORS = ("cuda", "ngc", "cpu")
-VARIANTS = ("jupyter", "ssh", "devel")
-# The platforms an entry may ask for (OCI os/architecture), and the machine name wheels are tagged with for each.
-PLATFORMS = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
-DEFAULT_PLATFORM = "linux/amd64"  # what an entry without `platforms` is built for
 DEFAULT_PLATFORMS = (DEFAULT_PLATFORM,)
 
 
@@ -28,10 +25,6 @@ def beyond_default(platforms: tuple[str, ...]) -> list[str]:
     """The platforms other than the default one, in their order."""
     return [platform for platform in platforms if platform != DEFAULT_PLATFORM]
 
-
-def architecture(platform: str) -> str:
-    """linux/arm64 -> arm64: the word a platform's own image name and tag end with (NAME-arm64)."""
-    return platform.rpartition("/")[2]
 
 STRING_FIELDS = ("name", "flavor", "torch", "cuda", "cudnn", "python", "ngc", "base_image", "size_growth_reason")
 LIST_FIELDS = ("variants", "apt", "pip", "platforms")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ..consoles import err
 from ..errors import UserError
-from ..manifest import MAX_TAG
 from ..workspace import Workspace
 from . import matrix as matrix_stage
+from .grammar import MAX_TAG
 from .lock import LockFile
 from .lock import stale as stale_pins
 from .specs import Plan, image_tag, resolve

@@ -6,26 +6,14 @@ than after a 10 GB build.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ..errors import Problem, UserError
 from . import compat, grammar
 from .compat import CompatData, TorchRelease, matches
-from .matrix import DEFAULT_PLATFORM, DEFAULT_PLATFORMS, PLATFORMS, Entry, Matrix, architecture, beyond_default
+from .grammar import DEFAULT_PLATFORM, PLATFORMS, REGISTRY, architecture, entry_name_problem, release_problem
+from .matrix import DEFAULT_PLATFORMS, Entry, Matrix, beyond_default
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,79}$")
-# Docker's tag grammar; the release is the first part of every image tag (RELEASE-NAME[-VARIANT]).
-RELEASE_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-
-
-def release_problem(release: str) -> str | None:
-    """Why `release` cannot name images (and the report and log folders named after it), or None."""
-    if RELEASE_TAG.fullmatch(release):
-        return None
-    return (f"{release!r} is not a valid release tag: letters, digits, '_', '.' and '-', starting with a letter, digit "
-            "or '_', at most 128 characters (Docker's tag grammar), e.g. v2.7")
-REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+$")
 TORCH_INDEX = "https://download.pytorch.org/whl/{variant}"
 DOMAIN_LIBS = ("torchvision", "torchaudio")
 
@@ -260,8 +248,8 @@ class _EntryResolver:
             return None
         name = self.entry.get("name") or spec.pop("derived_name")
         spec.pop("derived_name", None)
-        if not NAME.fullmatch(name):
-            self.fail("name", f"'{name}' is not a valid image name: lowercase letters, digits, '.', '_', '-'; at most 80")
+        if why := entry_name_problem(name):
+            self.fail("name", why)
             return None
         return ImageSpec(
             name=name, flavor=flavor, origin=self.entry.origin, line=self.entry.line,

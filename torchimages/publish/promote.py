@@ -20,7 +20,7 @@ import requests
 
 from ..errors import UserError
 from ..events import EventSink, StageEvent
-from ..input.matrix import architecture
+from ..input.grammar import architecture
 from ..manifest import ManifestIndex, ReleaseManifest
 from ..registry import RegistryClient, split_reference
 

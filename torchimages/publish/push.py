@@ -16,10 +16,10 @@ from typing import TypeVar
 
 import requests
 
-from ..checkedjson import contained
 from ..engine import ENGINE_ERRORS, Engine
 from ..errors import UserError
 from ..events import EventSink, Kind, StageEvent, ignore
+from ..files import contained
 from ..input.specs import Release
 from ..manifest import ManifestImage, ReleaseManifest, SbomFile, SmokeCounts
 from ..registry import Credentials, registry_client, split_reference

@@ -15,7 +15,8 @@ from ..engine import Engine
 from ..errors import UserError
 from ..events import EventSink, StageEvent
 from ..input import grammar
-from ..input.specs import REGISTRY, Release
+from ..input.grammar import REGISTRY
+from ..input.specs import Release
 from ..registry import Credentials, credentials_from_docker_config
 from ..report import ImageRecord, Report
 from ..workspace import Workspace

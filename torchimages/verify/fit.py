@@ -15,7 +15,7 @@ from types import ModuleType
 
 from ..errors import UserError
 from ..input import compat
-from ..input.matrix import PLATFORMS
+from ..input.grammar import PLATFORMS
 from ..input.specs import ImageSpec, Plan
 from ..manifest import ManifestImage, ReleaseManifest
 from ..settings import SETTINGS

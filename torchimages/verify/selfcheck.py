@@ -16,6 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..errors import visible
+from ..input import grammar
 from ..settings import SETTINGS
 
 SUITE = ("test_gpu.py", "test_compute.py")
@@ -43,7 +45,23 @@ def torch_facts(python: str) -> dict:
     if completed.returncode != 0:
         tail = " | ".join(completed.stderr.strip().splitlines()[-3:])
         raise SelfcheckError(f"{python} could not import torch and count the GPUs: {tail}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return facts_from(python, completed.stdout)
+
+
+def facts_from(python: str, stdout: str) -> dict:
+    """The probe's answer, read as input: its last line a JSON object of a GPU count, torch's version and its CUDA."""
+    lines = stdout.strip().splitlines()
+    try:
+        facts = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        facts = None
+    if (not isinstance(facts, dict) or grammar.count_problem(facts.get("gpus"))
+            or grammar.text_problem(facts.get("torch"), grammar.version_problem)
+            or grammar.optional_problem(facts.get("cuda"), grammar.version_problem)):
+        said = repr(visible(lines[-1])[:80]) if lines else "nothing"
+        raise SelfcheckError(f"--python {python}: printed {said}, not torch's version, CUDA and GPU count; give the "
+                             "interpreter that has torch, e.g. --python /usr/bin/python3")
+    return facts
 
 
 def missing_test_tools() -> list[str]:

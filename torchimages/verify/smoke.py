@@ -26,7 +26,7 @@ from xml.etree import ElementTree
 
 from ..containers import Containers, free_port
 from ..engine import ENGINE_ERRORS, Engine
-from ..input.matrix import DEFAULT_PLATFORM
+from ..input.grammar import DEFAULT_PLATFORM
 from ..input.specs import ImageSpec
 from ..report import SmokeStage
 from ..settings import SETTINGS

@@ -15,7 +15,7 @@ import pytest
 
 from torchimages.build.budget import VARIANT_BUDGETS
 from torchimages.input import matrix, specs
-from torchimages.input.matrix import DEFAULT_PLATFORM
+from torchimages.input.grammar import DEFAULT_PLATFORM
 from torchimages.settings import SETTINGS
 from torchimages.verify.smoke import NO_GPU
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -24,7 +25,8 @@ def run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     if not (tmp_path / "bin" / "gh").exists():
         (tmp_path / "bin" / "gh").symlink_to(ROOT / "tests" / "integration" / "data" / "gh-releases")
     environment = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "GH_TOKEN": "t",
-                   "GH_RELEASES": str(tmp_path / "gh"), "GITHUB_ENV": str(tmp_path / "github.env"), **env}
+                   "GH_RELEASES": str(tmp_path / "gh"), "GITHUB_ENV": str(tmp_path / "github.env"),
+                   "PYTHON": sys.executable, **env}
     return subprocess.run(["bash", str(ROOT / "scripts" / "release-assets.sh"), "previous", "v2.7", "out/previous"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False, env=environment)
 
@@ -91,3 +93,13 @@ def test_a_hostile_asset_is_refused_before_anything_is_extracted(tmp_path: Path,
     extracted = sorted(p.name for p in (tmp_path / "out" / "previous").iterdir())
     assert extracted == ["v2.6-manifest.tar.gz"] and not (tmp_path / "github.env").exists()
     assert not (tmp_path / "out" / "escape.json").exists()
+
+
+@pytest.mark.parametrize("tag", ["v2.6;touch pwned", "v2.\u0666", "-v2.6", "v" * 129, "v2.6\u202e"])
+def test_a_latest_tag_that_is_no_release_tag_fails_the_job_before_any_download(tmp_path: Path, tag: str) -> None:
+    """The script asks the code's own rule (torchimages/input/grammar.py), so it cannot drift from it."""
+    (tmp_path / "gh").mkdir()
+    (tmp_path / "gh" / "latest").write_text(f"{tag}\n")
+    result = run(tmp_path)
+    assert result.returncode == 1 and "is not a release tag" in result.stderr, result.stderr
+    assert "download" not in (tmp_path / "gh" / "calls.log").read_text()
