@@ -125,7 +125,7 @@ def beside(path: Path, name: str, option: str) -> Path:
     """A folder made beside the output `path` (its SBOMs): in the output's own folder, never a link."""
     folder = path.parent / name
     if why := output_folder_problem(folder):
-        raise UserError(f"{option} {visible(str(path))}: {folder} {why}")
+        raise UserError(f"{option} {visible(str(path))}: {visible(str(folder))} beside it {why}")
     return folder
 
 

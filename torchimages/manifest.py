@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .checkedjson import Fields
 from .errors import UserError, visible
-from .files import atomic_write, beside, check_output_file, contained, load
+from .files import atomic_write, beside, check_output_file, contained, load, output_file_problem
 from .input.grammar import (
     DEFAULT_PLATFORM,
     MAX_TAG,
@@ -267,8 +267,10 @@ def sbom_target(manifest_path: Path, image: str) -> str:
 def check_writable(path: Path, option: str = "--manifest") -> None:
     """Refuse a manifest path nothing could be written to, before anything that cannot be undone (a tag PUT): the
     manifest, its Markdown twin, its host index and its SBOM folder."""
-    for written in written_paths(path):
-        check_output_file(written, option)
+    check_output_file(path, option)
+    for written in written_paths(path)[1:]:
+        if why := output_file_problem(written):
+            raise UserError(f"{option} {visible(str(path))}: {visible(str(written))} beside it {why}")
     beside(path, sbom_folder_name(path), option)
 
 

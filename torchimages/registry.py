@@ -85,6 +85,18 @@ class RegistryClient:
         response.raise_for_status()
         return response.content, response.headers["Content-Type"]
 
+    def blob(self, name: str, digest: str, limit: int) -> bytes:
+        """A blob (an image's config), at most `limit` bytes, refused unless its bytes hash to `digest`."""
+        response = self.get(f"/v2/{name}/blobs/{digest}", headers={})
+        response.raise_for_status()
+        content = response.content
+        if len(content) > limit:
+            raise requests.RequestException(f"{name}@{digest}: the registry answered {len(content)} bytes, more than "
+                                            f"the {limit} a config may have")
+        if f"sha256:{hashlib.sha256(content).hexdigest()}" != digest:
+            raise requests.RequestException(f"{name}@{digest}: the registry answered another blob for that digest")
+        return content
+
     def put_manifest(self, name: str, tag: str, body: bytes, media_type: str) -> str:
         """Point NAME:TAG at a manifest (no layer moves: the blobs are in the repository); the digest it answers."""
         response = self.request("PUT", f"/v2/{name}/manifests/{tag}", headers={"Content-Type": media_type}, data=body)

@@ -38,12 +38,13 @@ def run(plan: Plan, candidates: manifest.ReleaseManifest, release_path: Path, op
     incomplete)."""
     release = candidates.release
     registry = registry_client(split_reference(options.repository)[0], options.credentials(), options.registry_ca)
-    expected = [built.image for spec in plan.specs for built in spec.platform_images()]
+    expected = {built.image: built.platform for spec in plan.specs for built in spec.platform_images()}
     try:
         promotions = promotion.plan(candidates, expected)
-        indexes = promotion.index_plan(candidates, plan.indexed_images())
+        indexes = promotion.index_plan(promotions, plan.indexed_images(), candidates.repository, candidates.release)
         promoter = promotion.Promoter(registry, options.repository, emit, force=options.force)
-        promoter.prepare(indexes)
+        promoter.inspect(promotions)
+        promoter.prepare(indexes, promotions)
         promoter.check(promotions, indexes)
         promoter.promote(promotions)
         if not any(p.state == "failed" for p in promotions):  # an index only over images that are all in place

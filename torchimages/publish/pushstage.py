@@ -140,14 +140,19 @@ def write_indexes(made: manifest.ReleaseManifest, indexed: dict[str, list[tuple[
         if name not in complete and any(image in pushed for _, image in members):
             emit(StageEvent(name, "note", "no image index: this run pushed only some of its platforms; push each "
                                           "platform as a candidate (--candidate) and promote them", stage="push"))
-    indexes = promotion.index_plan(made, complete)
+    repository, members = made.repository, [image for listed in complete.values() for _, image in listed]
+    promotions = [promotion.Promotion(image, pushed[image].digest, f"{repository}:{made.pushed_tag(image)}",
+                                      f"{repository}:{made.release_tag(image)}", made.release_tag(image),
+                                      pushed[image].platform) for image in members]
     promoter = promotion.Promoter(publisher.registry, publisher.repository, emit, force=publisher.force)
     try:
-        promoter.prepare(indexes)
+        indexes = promotion.index_plan(promotions, complete, repository, made.release)
+        promoter.inspect(promotions)
+        promoter.prepare(indexes, promotions)
         promoter.check([], indexes)
     except promotion.PromotionRefused as refused:
-        for index in indexes:
-            emit(StageEvent(index.name, "failed", str(refused), stage="push"))
+        for name in complete:
+            emit(StageEvent(name, "failed", str(refused), stage="push"))
         return made, False
     promoter.promote_indexes(indexes)
     written = [index for index in indexes if index.state in ("promoted", "unchanged")]

@@ -84,8 +84,9 @@ def test_a_registry_that_dies_mid_promotion_is_finished_by_running_promote_again
             os.kill(down.pid, signal.SIGTERM)  # the registry goes away after the first release tag
             time.sleep(0.5)
 
-    promotions = promote.plan(manifest.read(candidates_path), images)
+    promotions = promote.plan(manifest.read(candidates_path), dict.fromkeys(images, "linux/amd64"))
     promoter = promote.Promoter(client(down), f"{down.host}/ml/dies", emit, retries=1, backoff=0.2)
+    promoter.inspect(promotions)
     promoter.check(promotions)
     promoter.promote(promotions)
     assert [p.state for p in promotions] == ["promoted", "failed", "failed"], promotions

@@ -25,12 +25,22 @@ from torchimages.registry import RegistryClient
 from ..conftest import ROOT, AnsweringHandler, tls_server
 
 MEDIA = "application/vnd.oci.image.manifest.v1+json"
+AMD64 = "linux/amd64"
 CPU = "torch2.13.0-cpu-py3.11"
 IMAGES = (CPU, f"{CPU}-jupyter", f"{CPU}-ssh")
 
 
-def body_of(n: int) -> bytes:
-    return json.dumps({"schemaVersion": 2, "mediaType": MEDIA, "config": {"digest": f"sha256:{n:064x}"}}).encode()
+ARCH_OF = {11: "arm64"}  # the arm64 candidate of the two-platform tests; every other body is an amd64 image's
+CONFIGS: dict[str, bytes] = {}  # every config blob a body names, by digest: what GET .../blobs/DIGEST answers
+
+
+def body_of(n: int, arch: str | None = None, *, media_type: str = MEDIA) -> bytes:
+    """Image n's manifest, naming a real config blob (os, architecture; v8 for arm64) that the stand-in serves."""
+    arch = arch or ARCH_OF.get(n, "amd64")
+    config = json.dumps({"architecture": arch, "os": "linux", "n": n, **({"variant": "v8"} if arch == "arm64" else {})})
+    CONFIGS[digest_of(config.encode())] = config.encode()
+    return json.dumps({"schemaVersion": 2, "mediaType": media_type, "layers": [],
+                       "config": {"digest": digest_of(config.encode()), "size": len(config)}}).encode()
 
 
 def digest_of(body: bytes) -> str:
@@ -46,6 +56,10 @@ class ManifestRegistry(AnsweringHandler):
 
     def do_GET(self) -> None:
         reference = self.path.rsplit("/", 1)[1]
+        if "/blobs/" in self.path:
+            blob = CONFIGS.get(reference)
+            self.answer(200 if blob else 404, blob or b"{}", {"Content-Type": "application/octet-stream"})
+            return
         digest = self.tags.get(reference, reference)
         body = self.by_digest.get(digest)
         if body is None:
@@ -101,8 +115,9 @@ def promoter(host: str, ca: Path, *, force: bool = False) -> tuple[promote.Promo
 
 def test_each_release_tag_is_the_candidates_manifest_byte_for_byte(registry: tuple[str, Path]) -> None:
     host, ca = registry
-    promotions = promote.plan(candidates(host), list(IMAGES))
+    promotions = promote.plan(candidates(host), dict.fromkeys(IMAGES, AMD64))
     runner, _ = promoter(host, ca)
+    runner.inspect(promotions)
     runner.check(promotions)
     runner.promote(promotions)
     assert [p.state for p in promotions] == ["promoted"] * 3
@@ -113,23 +128,23 @@ def test_a_manifest_whose_bytes_are_not_the_candidates_digest_is_never_put(regis
     host, ca = registry
     wanted = digest_of(body_of(0))
     ManifestRegistry.by_digest[wanted] = body_of(99)  # the registry answers other bytes under the tested digest
-    promotions = promote.plan(candidates(host), list(IMAGES))
+    promotions = promote.plan(candidates(host), dict.fromkeys(IMAGES, AMD64))
     runner, _ = promoter(host, ca)
-    runner.check(promotions)
-    runner.promote(promotions)
-    assert promotions[0].state == "failed" and "nothing was written" in (promotions[0].error or "")
-    assert [tag for tag, _ in ManifestRegistry.puts] == [f"v2.7-{IMAGES[1]}", f"v2.7-{IMAGES[2]}"]
+    with pytest.raises(promote.PromotionRefused, match=f"{IMAGES[0]}'s digest {wanted} with another manifest"):
+        runner.inspect(promotions)
+    assert ManifestRegistry.puts == []
 
 
 def test_a_release_tag_at_another_image_refuses_the_whole_release(registry: tuple[str, Path]) -> None:
     host, ca = registry
     ManifestRegistry.tags[f"v2.7-{IMAGES[2]}"] = digest_of(body_of(0))  # an earlier, other image
-    promotions = promote.plan(candidates(host), list(IMAGES))
+    promotions = promote.plan(candidates(host), dict.fromkeys(IMAGES, AMD64))
     with pytest.raises(promote.PromotionRefused, match=r"release tags are immutable: .*v2\.7-torch2\.13\.0-cpu-py3\.11-ssh "
                                                        r"already points at"):
         promoter(host, ca)[0].check(promotions)
     assert ManifestRegistry.puts == []
     forced, _ = promoter(host, ca, force=True)
+    forced.inspect(promotions)
     forced.check(promotions)
     forced.promote(promotions)
     assert [p.state for p in promotions] == ["promoted"] * 3
@@ -138,8 +153,9 @@ def test_a_release_tag_at_another_image_refuses_the_whole_release(registry: tupl
 def test_a_tag_already_at_its_digest_is_left_as_it_is(registry: tuple[str, Path]) -> None:
     host, ca = registry
     ManifestRegistry.tags[f"v2.7-{IMAGES[0]}"] = digest_of(body_of(0))
-    promotions = promote.plan(candidates(host), list(IMAGES))
+    promotions = promote.plan(candidates(host), dict.fromkeys(IMAGES, AMD64))
     runner, events = promoter(host, ca)
+    runner.inspect(promotions)
     runner.check(promotions)
     runner.promote(promotions)
     assert [p.state for p in promotions] == ["unchanged", "promoted", "promoted"]
@@ -211,10 +227,11 @@ def platform_candidates(host: str) -> ReleaseManifest:
 
 def promote_with_index(host: str, ca: Path) -> tuple[list[promote.Promotion], list[promote.IndexPromotion]]:
     made = platform_candidates(host)
-    promotions = promote.plan(made, [image for _, image in PLATFORMS])
-    indexes = promote.index_plan(made, {CU130: list(PLATFORMS)})
+    promotions = promote.plan(made, {image: platform for platform, image in PLATFORMS})
+    indexes = promote.index_plan(promotions, {CU130: list(PLATFORMS)}, made.repository, made.release)
     runner, _ = promoter(host, ca)
-    runner.prepare(indexes)
+    runner.inspect(promotions)
+    runner.prepare(indexes, promotions)
     runner.check(promotions, indexes)
     runner.promote(promotions)
     runner.promote_indexes(indexes)
@@ -327,3 +344,117 @@ def test_a_release_pushed_as_itself_gets_its_index_only_when_every_platform_was_
     made, ok = write_indexes(one, {CU130: list(PLATFORMS)}, publisher, events.append)  # type: ignore[arg-type]
     assert ok and made.indexes == () and ManifestRegistry.puts == []
     assert any(e.image == CU130 and e.kind == "note" and "only some of its platforms" in e.message for e in events)
+
+
+# --- what an index or a release tag says must be true of the bytes it points at ---------------------------------
+
+
+def mislabelled(host: str, **images: tuple[str, str, int]) -> ReleaseManifest:
+    """The two-platform candidates with some images replaced: image -> (platform, image name, body number)."""
+    made = platform_candidates(host)
+    counts = SmokeCounts(20, 0, 0, 0)
+    replaced = {item.image: item for item in made.images}
+    for old, (platform, name, n) in images.items():
+        replaced[old] = ManifestImage(name, "base", digest_of(body_of(n)), {}, counts, platform=platform)
+    return ReleaseManifest("v2.7", made.repository, candidate="rc.1", images=tuple(replaced.values()))
+
+
+def promote_candidates(host: str, ca: Path, folder: Path, made: ReleaseManifest) -> subprocess.CompletedProcess[str]:
+    return promote_command(ca, folder, f"registry: {host}/ml/pt\nimages:\n  - {{flavor: cuda, torch: '2.14.0', "
+                                       "cuda: '13.0', python: '3.11', platforms: [linux/amd64, linux/arm64]}\n", made)
+
+
+def test_one_digest_listed_for_both_platforms_is_refused_before_any_put(two_platforms: tuple[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """Every arm64 host (GH200, GB200) would pull the amd64 image from an index that lists its digest twice."""
+    host, ca = two_platforms
+    made = mislabelled(host, **{f"{CU130}-arm64": ("linux/arm64", f"{CU130}-arm64", 10)})
+    result = promote_candidates(host, ca, tmp_path, made)
+    assert result.returncode == 1, result.stderr
+    assert f"the digest {digest_of(body_of(10))} is listed for linux/amd64 and linux/arm64" in result.stderr
+    assert ManifestRegistry.puts == [] and not (tmp_path / "release.json").exists()
+
+
+def test_an_arm64_candidate_whose_config_says_amd64_is_refused_before_any_put(two_platforms: tuple[str, Path],
+                                                                              tmp_path: Path) -> None:
+    host, ca = two_platforms
+    amd64_inside = body_of(12, "amd64")
+    ManifestRegistry.by_digest[digest_of(amd64_inside)] = amd64_inside
+    made = mislabelled(host, **{f"{CU130}-arm64": ("linux/arm64", f"{CU130}-arm64", 12)})
+    result = promote_candidates(host, ca, tmp_path, made)
+    assert result.returncode == 1 and "its config says linux/amd64, not linux/arm64" in result.stderr, result.stderr
+    assert ManifestRegistry.puts == [] and not (tmp_path / "release.json").exists()
+
+
+def test_a_candidate_named_arm64_but_recorded_as_amd64_is_refused_as_it_is_read(two_platforms: tuple[str, Path],
+                                                                                tmp_path: Path) -> None:
+    """The candidates' manifest is input: its reader refuses the mislabel, so promote PUTs nothing and never writes a
+    release manifest its own reader would refuse later (fit, diff and the next --previous)."""
+    host, ca = two_platforms
+    made = mislabelled(host, **{f"{CU130}-arm64": ("linux/amd64", f"{CU130}-arm64", 11)})
+    result = promote_candidates(host, ca, tmp_path, made)
+    assert result.returncode == 2, result.stderr
+    assert f"field 'platform': 'linux/amd64' is not the platform the name '{CU130}-arm64' says" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert ManifestRegistry.puts == [] and not (tmp_path / "release.json").exists()
+
+
+def test_a_platform_other_than_the_matrixs_is_refused_even_past_the_reader() -> None:
+    """plan() holds each candidate to the platform the matrix builds it for and to its name, whoever made the object."""
+    made = ReleaseManifest("v2.7", "r.example.com/ml/pt", candidate="rc.1", images=(
+        ManifestImage(f"{CU130}-arm64", "base", digest_of(body_of(1)), {}, SmokeCounts(1, 0, 0, 0), platform=AMD64),))
+    with pytest.raises(promote.PromotionRefused, match=r"is recorded as linux/amd64 .* the matrix builds it for linux/arm64"):
+        promote.plan(made, {f"{CU130}-arm64": "linux/arm64"})
+    with pytest.raises(promote.PromotionRefused, match="is recorded as linux/amd64"):
+        promote.plan(made, {f"{CU130}-arm64": AMD64})  # the name says arm64, whatever the matrix says
+
+
+def test_an_index_member_that_is_an_index_is_refused_before_any_put(two_platforms: tuple[str, Path]) -> None:
+    host, ca = two_platforms
+    nested = json.dumps({"schemaVersion": 2, "mediaType": promote.INDEX_TYPE, "manifests": []}).encode()
+    ManifestRegistry.by_digest[digest_of(nested)] = nested
+    made = mislabelled(host)
+    arm = next(i for i in made.images if i.platform == "linux/arm64")
+    made = ReleaseManifest("v2.7", made.repository, candidate="rc.1", images=(
+        made.images[0], ManifestImage(arm.image, "base", digest_of(nested), {}, arm.smoke, platform="linux/arm64")))
+    promotions = promote.plan(made, {image: platform for platform, image in PLATFORMS})
+    with pytest.raises(promote.PromotionRefused, match="not one image's manifest"):
+        promoter(host, ca)[0].inspect(promotions)
+    assert ManifestRegistry.puts == []
+
+
+def test_the_media_type_written_is_the_one_inside_the_hashed_bytes(two_platforms: tuple[str, Path]) -> None:
+    """The registry's Content-Type header is not covered by the digest: a Docker v2 manifest served as OCI is PUT and
+    listed as what its bytes say."""
+    host, ca = two_platforms
+    docker = "application/vnd.docker.distribution.manifest.v2+json"
+    body = body_of(11, "arm64", media_type=docker)  # the stand-in answers every manifest with an OCI Content-Type
+    ManifestRegistry.by_digest[digest_of(body)] = body
+    made = mislabelled(host)
+    arm = next(i for i in made.images if i.platform == "linux/arm64")
+    made = ReleaseManifest("v2.7", made.repository, candidate="rc.1", images=(
+        made.images[0], ManifestImage(arm.image, "base", digest_of(body), {}, arm.smoke, platform="linux/arm64")))
+    promotions = promote.plan(made, {image: platform for platform, image in PLATFORMS})
+    indexes = promote.index_plan(promotions, {CU130: list(PLATFORMS)}, made.repository, made.release)
+    runner, _ = promoter(host, ca)
+    runner.inspect(promotions)
+    runner.prepare(indexes, promotions)
+    runner.promote(promotions)
+    assert ManifestRegistry.put_types[:2] == [MEDIA, docker]
+    assert [m["mediaType"] for m in json.loads(indexes[0].body)["manifests"]] == [MEDIA, docker]
+
+
+@pytest.mark.parametrize("blocked", ["release-hosts.json", "release.md", "release.sbom"])
+def test_every_file_promote_writes_is_checked_before_the_first_tag(two_platforms: tuple[str, Path], tmp_path: Path,
+                                                                   blocked: str) -> None:
+    """The host index, the Markdown twin and the SBOM folder beside the release manifest: a folder or a link where a
+    file goes (or a link where the folder goes) refuses the promotion before any PUT, not after the last one."""
+    host, ca = two_platforms
+    if blocked.endswith(".sbom"):
+        (tmp_path / blocked).symlink_to(tmp_path / "elsewhere")
+    else:
+        (tmp_path / blocked).mkdir()
+    result = promote_platforms(host, ca, tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"--manifest {tmp_path / 'release.json'}" in result.stderr and blocked in result.stderr, result.stderr
+    assert ManifestRegistry.puts == [] and not (tmp_path / "release.json").exists()

@@ -22,22 +22,27 @@ CANDIDATES = ReleaseManifest("v2.7", "r.example.com/ml/pt", candidate="rc.9", im
     ManifestImage("a", "base", digest(0), {}, COUNTS), ManifestImage("a-ssh", "ssh", digest(1), {}, COUNTS)))
 
 
+def on_amd64(*images: str) -> dict[str, str]:
+    """What the matrix builds: each image for linux/amd64."""
+    return dict.fromkeys(images, "linux/amd64")
+
+
 def test_every_image_of_the_release_must_be_there() -> None:
     with pytest.raises(promote.PromotionRefused, match=r"release v2.7: 1 of 3 images did not pass or "
                                                        r"were not pushed \(b\); no release tag was written"):
-        promote.plan(CANDIDATES, ["a", "a-ssh", "b"])
-    plan = promote.plan(CANDIDATES, ["a", "a-ssh"])
+        promote.plan(CANDIDATES, on_amd64("a", "a-ssh", "b"))
+    plan = promote.plan(CANDIDATES, on_amd64("a", "a-ssh"))
     assert [(p.image, p.tag, p.digest) for p in plan] == [("a", "v2.7-a", digest(0)), ("a-ssh", "v2.7-a-ssh", digest(1))]
     assert [p.candidate_tag for p in plan] == ["r.example.com/ml/pt:v2.7-rc.9-a", "r.example.com/ml/pt:v2.7-rc.9-a-ssh"]
 
 
 def test_a_manifest_without_candidates_is_refused() -> None:
     with pytest.raises(UserError, match="holds no candidate images"):
-        promote.plan(replace(CANDIDATES, candidate=None), ["a"])
+        promote.plan(replace(CANDIDATES, candidate=None), on_amd64("a"))
 
 
 def test_the_release_manifest_names_the_release_tags_and_where_they_came_from(tmp_path: Path) -> None:
-    released = promote.release_manifest(CANDIDATES, promote.plan(CANDIDATES, ["a", "a-ssh"]))
+    released = promote.release_manifest(CANDIDATES, promote.plan(CANDIDATES, on_amd64("a", "a-ssh")))
     assert released.candidate is None and released.promoted_from == "rc.9"
     json_path, _ = manifest.write(released, tmp_path / "v2.7.json")
     data = json.loads(json_path.read_text())
