@@ -73,7 +73,7 @@ class Fit:
                 "pull": self.pull}
 
 
-DRIVER = re.compile(r"\d{3}(\.\d{1,3}){0,2}")
+DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")  # [0-9]: \d takes any script's digits
 
 
 def this_platform() -> str:
@@ -85,7 +85,8 @@ def host_from(driver: str | None, gpu: str | None, platform: str | None) -> Host
     if platform is not None and platform not in PLATFORMS:
         raise UserError(f"--platform {platform}: not a platform the matrix knows; valid: {', '.join(PLATFORMS)}")
     if driver is not None and not DRIVER.fullmatch(driver):
-        raise UserError(f"--driver {driver!r}: not a driver version (e.g. 535.104.05, as nvidia-smi prints it)")
+        raise UserError(f"--driver {driver!r}: not a driver version: digits 0-9 as nvidia-smi prints it, "
+                        "e.g. 535.104.05 or 580")
     platform = platform or this_platform()
     if driver is not None and gpu is not None:
         capability, name = gpu_capability(gpu)
@@ -106,8 +107,8 @@ def gpu_capability(gpu: str) -> tuple[str, str | None]:
     known = dict(compat.load().gpus)
     found = [name for name in known if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", gpu, re.IGNORECASE)]
     if not found:
-        raise UserError(f"--gpu {gpu!r}: not a compute capability (e.g. 8.9) nor a GPU the compat data names; "
-                        f"known: {', '.join(sorted(known))}")
+        raise UserError(f"--gpu {gpu!r}: not a compute capability (MAJOR.MINOR in digits 0-9, e.g. 8.9) nor a GPU the "
+                        f"compat data names; known: {', '.join(sorted(known))}")
     name = max(found, key=len)  # 'L40S' over 'L40', 'RTX PRO 6000' over a shorter match
     return known[name], name
 

@@ -12,7 +12,11 @@ from __future__ import annotations
 import re
 import subprocess
 
-ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)[a-z]?$")
+# Digits are [0-9], never \d: \d, int() and float() take any script's digits (Arabic-Indic '\u0665\u0668\u0660' is 580
+# to them), and nothing that reports a driver or a GPU writes those.
+ARCH = re.compile(r"(sm|compute)_([0-9]+)([0-9])[a-z]?")
+CAPABILITY = re.compile(r"\s*([0-9]+)\.([0-9]+)\s*", re.ASCII)
+MEMORY_MB = re.compile(r"[0-9]{1,9}(\.[0-9]+)?")
 # Forward compatibility (the cuda-compat package) works only on data-center GPUs (NVIDIA CUDA compatibility guide).
 DATA_CENTER = re.compile(r"\b(A2|A10G?|A16|A30|A40|A100|A800|H100|H200|H800|H20|GH200|B100|B200|B300|GB200|GB300|L4|"
                          r"L20|L40S?|T4|V100|P100|P40|P4|Tesla|RTX PRO 6000 Blackwell Server)\b", re.IGNORECASE)
@@ -24,7 +28,7 @@ def parse_arch(arch: str) -> tuple[str, int, int] | None:
 
     The suffixes 'a' (architecture-specific) and 'f' (family) do not change the capability named.
     """
-    match = ARCH.match(arch)
+    match = ARCH.fullmatch(arch)
     if not match:
         return None
     return match.group(1), int(match.group(2)), int(match.group(3))
@@ -70,12 +74,12 @@ def covers(arch_list: list[str], capability: tuple[int, int]) -> bool:
 
 
 def version_tuple(version: str | None) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version or ""))
+    return tuple(int(part) for part in re.findall(r"[0-9]+", version or ""))
 
 
 def capability_of(text: object) -> tuple[int, int] | None:
     """'8.9' -> (8, 9); None for anything else."""
-    match = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", str(text or ""))
+    match = CAPABILITY.fullmatch(str(text or ""))
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -200,5 +204,6 @@ def parse_gpu(line: str) -> dict:
     parts = [part.strip() for part in line.split(",")] + [""] * 4
     name, driver, memory, capability = parts[:4]
     known = [None if value in ("", "[N/A]", "N/A", "[Not Supported]") else value for value in (memory, capability)]
-    return {"name": name, "driver": driver, "memory_mb": int(float(known[0])) if known[0] else None,
+    memory_mb = int(float(known[0])) if known[0] and MEMORY_MB.fullmatch(known[0]) else None
+    return {"name": name, "driver": driver, "memory_mb": memory_mb,
             "capability": known[1]}

@@ -140,3 +140,26 @@ def test_an_older_manifest_without_runs_on_cannot_tell_and_a_hostile_one_is_refu
     hostile = run_build_py("fit", "--manifest", str(write_manifest(tmp_path, data)), "--driver", "580.95.05",
                            "--gpu", "9.0")
     assert hostile.returncode == 2 and "runs_on" in hostile.stderr and "Traceback" not in hostile.stderr, hostile.stderr
+
+
+ARABIC_INDIC = str.maketrans("0123456789", "".join(chr(0x0660 + n) for n in range(10)))  # what \d and int() also take
+
+
+def test_digits_of_other_scripts_are_refused_naming_the_option() -> None:
+    for args, words in ((["--driver", "580.95.05".translate(ARABIC_INDIC), "--gpu", "8.9"],
+                         "not a driver version: digits 0-9"),
+                        (["--driver", "580.95.05", "--gpu", "8.9".translate(ARABIC_INDIC)],
+                         "not a compute capability (MAJOR.MINOR in digits 0-9")):
+        result = run_build_py("fit", *args, "--platform", "linux/amd64")
+        assert result.returncode == 2, result.stdout
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"error: {args[0] if 'driver' in words else args[2]} ") and words in line, line
+
+
+def test_the_rule_reads_only_ascii_digits() -> None:
+    gpurules = fit.rules()
+    assert gpurules.capability_of("8.9".translate(ARABIC_INDIC)) is None
+    assert gpurules.version_tuple("580.95.05".translate(ARABIC_INDIC)) == ()
+    assert gpurules.parse_arch("sm_90".translate(ARABIC_INDIC)) is None
+    assert gpurules.arch_list_of("8.0 9.0".translate(ARABIC_INDIC)) == []
+    assert gpurules.parse_gpu("NVIDIA L4, 550.54.14, " + "23034".translate(ARABIC_INDIC) + ", 8.9")["memory_mb"] is None

@@ -94,7 +94,7 @@ def test_a_readable_proc_driver_without_gpu_devices_is_no_gpu(monkeypatch: pytes
 
 
 def test_gpu_device_files_are_found(tmp_path: Path) -> None:
-    for name in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia-caps"):
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia-caps", "nvidia\u0661"):  # an Arabic-Indic 1
         (tmp_path / name).write_text("")
     assert doctor().gpu_devices(str(tmp_path)) == ["nvidia0", "nvidia1"]
 
