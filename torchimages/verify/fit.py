@@ -35,7 +35,11 @@ def rules() -> ModuleType:
 
 @dataclass(frozen=True)
 class Host:
-    """The machine asked about: its platform, driver and one GPU (a compute capability, and a name where known)."""
+    """The machine asked about: its platform, driver and one GPU (a compute capability, and a name where known).
+
+    The driver and the capability are as given, or as nvidia-smi answered them: an answer that is not a version or a
+    capability ('[Insufficient Permissions]') is kept, for the rules to say it is not known and what was answered.
+    """
 
     platform: str
     driver: str | None
@@ -43,11 +47,29 @@ class Host:
     gpu_name: str | None = None
     source: str = "given"  # 'given' on the command line, or 'nvidia-smi'
 
+    def unreadable(self) -> dict[str, str]:
+        """nvidia-smi's answers that are no driver version or no compute capability, by what was asked."""
+        gpurules = rules()
+        answers = {"driver": self.driver if self.driver is not None and not gpurules.driver_version(self.driver)
+                   else None,
+                   "capability": self.capability if self.capability and not gpurules.capability_of(self.capability)
+                   else None}
+        return {asked: answer for asked, answer in answers.items() if answer is not None}
+
     def describe(self) -> str:
-        gpu = f"compute capability {self.capability}" if self.capability else "no GPU"
-        if self.gpu_name:
-            gpu += f" ({self.gpu_name})"
-        return f"{gpu}, driver {self.driver or 'unknown'}, {self.platform} ({self.source})"
+        unreadable = self.unreadable()
+        capability = "unknown" if "capability" in unreadable else self.capability or "unknown"
+        gpu = f"compute capability {capability}" + (f" ({self.gpu_name})" if self.gpu_name else "")
+        driver = "unknown" if "driver" in unreadable else self.driver or "unknown"
+        return f"{gpu}, driver {driver}, {self.platform} ({self.source})"
+
+    def as_json(self) -> dict[str, object]:
+        """The host as decided with: an unreadable answer is null, and what nvidia-smi answered is under
+        'unreadable'."""
+        unreadable = self.unreadable()
+        return {"platform": self.platform, "driver": None if "driver" in unreadable else self.driver,
+                "capability": None if "capability" in unreadable else self.capability, "gpu_name": self.gpu_name,
+                "source": self.source, "unreadable": unreadable}
 
 
 @dataclass(frozen=True)
@@ -73,9 +95,6 @@ class Fit:
                 "pull": self.pull}
 
 
-DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")  # [0-9]: \d takes any script's digits
-
-
 def this_platform() -> str:
     return rules().platform_of(host_platform.machine())
 
@@ -84,7 +103,7 @@ def host_from(driver: str | None, gpu: str | None, platform: str | None) -> Host
     """The host from the options; what they leave out is read from nvidia-smi here. Bad values are refused (exit 2)."""
     if platform is not None and platform not in PLATFORMS:
         raise UserError(f"--platform {platform}: not a platform the matrix knows; valid: {', '.join(PLATFORMS)}")
-    if driver is not None and not DRIVER.fullmatch(driver):
+    if driver is not None and rules().driver_version(driver) != driver:
         raise UserError(f"--driver {driver!r}: not a driver version: digits 0-9 as nvidia-smi prints it, "
                         "e.g. 535.104.05 or 580")
     platform = platform or this_platform()
@@ -93,22 +112,39 @@ def host_from(driver: str | None, gpu: str | None, platform: str | None) -> Host
         return Host(platform, driver, capability, name)
     gpus = rules().nvidia_smi()
     if not gpus:
-        raise UserError("no GPU found here (nvidia-smi answered nothing): give the host as --driver VERSION "
+        raise UserError("no GPU found here (nvidia-smi listed none): give the host as --driver VERSION "
                         "--gpu CAPABILITY|NAME, e.g. --driver 535.104.05 --gpu 8.9")
     first = gpus[0]
-    capability, name = gpu_capability(gpu) if gpu is not None else (first["capability"], first["name"])
+    capability, name = gpu_capability(gpu) if gpu is not None else listed_capability(first)
     return Host(platform, driver or first["driver"], capability, name, source="nvidia-smi")
+
+
+def listed_capability(gpu: dict) -> tuple[str | None, str | None]:
+    """The compute capability and name of a GPU nvidia-smi listed: its answer, or where that is no capability (drivers
+    before R510, '[Unknown Error]') the compat data's for its name; else the answer, which the rules call unknown."""
+    if gpu["capability"] and rules().capability_of(gpu["capability"]):
+        return gpu["capability"], gpu["name"]
+    named = capability_by_name(gpu["name"] or "")
+    return (named[0], gpu["name"]) if named else (gpu["capability"], gpu["name"])
 
 
 def gpu_capability(gpu: str) -> tuple[str, str | None]:
     """'8.9' -> ('8.9', None); 'L4' or 'NVIDIA L4' -> ('8.9', 'L4'), by the compat data's GPU names."""
     if rules().capability_of(gpu):
         return gpu.strip(), None
-    known = dict(compat.load().gpus)
-    found = [name for name in known if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", gpu, re.IGNORECASE)]
-    if not found:
+    named = capability_by_name(gpu)
+    if named is None:
         raise UserError(f"--gpu {gpu!r}: not a compute capability (MAJOR.MINOR in digits 0-9, e.g. 8.9) nor a GPU the "
-                        f"compat data names; known: {', '.join(sorted(known))}")
+                        f"compat data names; known: {', '.join(sorted(dict(compat.load().gpus)))}")
+    return named
+
+
+def capability_by_name(text: str) -> tuple[str, str] | None:
+    """(capability, the compat data's name) of the GPU `text` names ('NVIDIA L40S' -> ('8.9', 'L40S')), or None."""
+    known = dict(compat.load().gpus)
+    found = [name for name in known if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE)]
+    if not found:
+        return None
     name = max(found, key=len)  # 'L40S' over 'L40', 'RTX PRO 6000' over a shorter match
     return known[name], name
 
@@ -179,7 +215,15 @@ def render_text(found: list[Fit], host: Host, source: str) -> str:
                       if kind != "runs" or fit.runs]
     if not any(f.runs and f.gpu for f in found):
         lines.append("no CUDA image of these runs on this host")
+    if unreadable := host.unreadable():
+        asked = " and ".join(UNREADABLE[what][0] for what in unreadable)
+        options = " ".join(UNREADABLE[what][1] for what in unreadable)
+        lines.append(f"nvidia-smi could not tell {asked}: give {options}")
     return "\n".join(lines)
+
+
+UNREADABLE = {"driver": ("the driver version", "--driver VERSION"),  # Host.unreadable()'s keys: words and options
+              "capability": ("the compute capability", "--gpu CAPABILITY|NAME")}
 
 
 def exit_code(found: list[Fit]) -> int:

@@ -4,6 +4,8 @@ templates/files/gpurules.py to what the compat data says of each image (its CUDA
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from torchimages.verify import fit
 from ...buildpy import build_py as run_build_py
 from ..conftest import ROOT
 from ..release_files import CU130, REPOSITORY, two_platform_release
-from .test_image_doctor import doctor
+from .test_image_doctor import doctor, fake_nvidia_smi
 
 ENTRIES = [
     {"flavor": "cuda", "torch": "2.3.1", "cuda": "12.1", "python": "3.11"},
@@ -163,3 +165,47 @@ def test_the_rule_reads_only_ascii_digits() -> None:
     assert gpurules.parse_arch("sm_90".translate(ARABIC_INDIC)) is None
     assert gpurules.arch_list_of("8.0 9.0".translate(ARABIC_INDIC)) == []
     assert gpurules.parse_gpu("NVIDIA L4, 550.54.14, " + "23034".translate(ARABIC_INDIC) + ", 8.9")["memory_mb"] is None
+
+
+def fit_with_nvidia_smi(tmp_path: Path, line: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`build.py fit` on the default matrix for linux/amd64, with a stand-in nvidia-smi first on PATH that prints
+    `line` (what the host does not give on the command line is read from it)."""
+    folder = fake_nvidia_smi(tmp_path / "bin", f"echo '{line}'\n")
+    env = {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+    return run_build_py("fit", "--platform", "linux/amd64", *args, env=env)
+
+
+@pytest.mark.parametrize("answer", ["[Insufficient Permissions]", "[Unknown Error]", "[N/A]", "[Not Supported]",
+                                    "[GPU requires reset]"])
+def test_a_driver_nvidia_smi_cannot_tell_is_not_known_and_fit_cannot_tell(tmp_path: Path, answer: str) -> None:
+    result = fit_with_nvidia_smi(tmp_path, f"NVIDIA GeForce RTX 4090, {answer}, 24564, 8.9")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    runs, _, rest = result.stdout.partition("cannot tell: 3\n")
+    assert "torch2.13.0-cpu-py3.11" in runs, result.stdout  # a CPU image needs no driver
+    assert f"nvidia-smi answered '{answer}' for the driver version: whether this driver runs the image's CUDA 13.0 " \
+           "(it needs driver 580.95.05 or newer) is not known" in rest, result.stdout
+    assert "upgrade" not in result.stdout and "older than" not in result.stdout, result.stdout
+    assert "driver unknown" in result.stdout.splitlines()[0]
+    assert result.stdout.endswith("nvidia-smi could not tell the driver version: give --driver VERSION\n")
+
+
+def test_a_compute_capability_nvidia_smi_cannot_tell_is_read_from_the_name_or_not_known(tmp_path: Path) -> None:
+    by_name = fit_with_nvidia_smi(tmp_path, "NVIDIA L4, 580.95.05, [Unknown Error], [Unknown Error]")
+    assert by_name.returncode == 0, by_name.stdout + by_name.stderr  # the compat data knows an L4: 8.9
+    assert by_name.stdout.startswith("fit: compute capability 8.9 (NVIDIA L4), driver 580.95.05"), by_name.stdout
+    unnamed = fit_with_nvidia_smi(tmp_path, "NVIDIA Quux, 580.95.05, 1024, [Unknown Error]", "--format", "json")
+    assert unnamed.returncode == 1 and "Traceback" not in unnamed.stderr, unnamed.stderr
+    answer = json.loads(unnamed.stdout)
+    assert answer["host"]["capability"] is None and answer["host"]["unreadable"] == {"capability": "[Unknown Error]"}
+    cuda = [item for item in answer["images"] if item["gpu"]]
+    assert cuda and all(item["verdict"] == "unknown" for item in cuda), cuda
+    assert all("nvidia-smi answered '[Unknown Error]' for the GPU's compute capability" in str(item["reasons"])
+               for item in cuda), cuda
+
+
+def test_an_nvidia_smi_that_lists_no_gpu_is_refused_in_one_line(tmp_path: Path) -> None:
+    for line in ("No devices were found", "garbage", "", "0" * 100_000):
+        result = fit_with_nvidia_smi(tmp_path, line)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.startswith("error: no GPU found here (nvidia-smi listed none): give the host as "
+                                         "--driver VERSION --gpu CAPABILITY|NAME"), result.stderr
