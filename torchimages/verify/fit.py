@@ -169,36 +169,51 @@ def fits(plan: Plan, host: Host) -> list[Fit]:
     return found
 
 
-def manifest_facts(items: list[ManifestImage]) -> dict[str, object]:
-    """What gpurules decides with, for one release tag from its images in a release manifest (one per platform):
-    the versions, and what each platform's image records it needs (runs_on; absent from older manifests)."""
-    first = items[0]
-    versions, needs = first.versions, first.runs_on or {}
-    known = {key: value for key, value in needs.items() if value != "none"}
+def manifest_facts(image: ManifestImage) -> dict[str, object]:
+    """What gpurules decides with, for one platform's image of a release tag in a release manifest: its versions, and
+    what it records it needs (runs_on; absent from older manifests). Each platform's image records its own: a tag is
+    judged by the image of the host's platform, never by another platform's."""
+    versions = image.versions
+    known = {key: value for key, value in (image.runs_on or {}).items() if value != "none"}
     flavor = "ngc" if versions.get("ngc") else "cuda" if versions.get("cuda") else "cpu"
     return {"flavor": flavor, "cuda": versions.get("cuda"), "min_driver": known.get("min_driver"),
-            "min_driver_minor_compat": known.get("min_driver_minor_compat"),
-            "platforms": [item.platform for item in items],
-            "gpu_archs": {item.platform: (item.runs_on or {}).get("gpu_archs") for item in items
-                          if (item.runs_on or {}).get("gpu_archs", "none") != "none"}}
+            "min_driver_minor_compat": known.get("min_driver_minor_compat"), "platforms": [image.platform],
+            "gpu_archs": {image.platform: known["gpu_archs"]} if "gpu_archs" in known else {}}
+
+
+def tag_images(manifest: ReleaseManifest, name: str, items: list[ManifestImage]) -> list[ManifestImage]:
+    """The images the tag of `name` pulls: those its image index lists where it has one (an index may list fewer
+    platforms than the manifest holds images of), else `items`, each under its own tag."""
+    index = next((index for index in manifest.indexes if index.name == name), None)
+    if index is None:
+        return items
+    listed = set(index.platforms)
+    return [item for item in items if (item.platform, item.image) in listed]
+
+
+def tag_fit(manifest: ReleaseManifest, name: str, items: list[ManifestImage], host: Host) -> Fit:
+    """One release tag against the host, by its image of the host's platform; a tag without one does not run."""
+    gpurules = rules()
+    indexed = any(index.name == name for index in manifest.indexes)
+    pulled = tag_images(manifest, name, items)
+    mine = next((item for item in pulled if item.platform == host.platform), None)
+    shown = mine or (pulled or items)[0]
+    if mine is None:
+        reasons = [gpurules.platform_finding(host.platform, [item.platform for item in pulled])]
+    else:
+        reasons = gpurules.findings(manifest_facts(mine), host.platform,
+                                    {"capability": host.capability, "name": host.gpu_name}, host.driver)
+    return Fit(name, (shown.variant,), (mine.image,) if mine else (), shown.platform, bool(shown.versions.get("cuda")),
+               gpurules.verdict(reasons), tuple(reasons),
+               pull=f"{manifest.repository}:{manifest.pushed_tag(name if indexed else shown.image)}")
 
 
 def manifest_fits(manifest: ReleaseManifest, host: Host) -> list[Fit]:
     """Each release tag of a release manifest against the host (an image index's platforms are one tag)."""
-    gpurules = rules()
     names: dict[str, list[ManifestImage]] = {}
     for item in manifest.images:
         names.setdefault(item.name, []).append(item)
-    found = []
-    for name, items in names.items():
-        facts = manifest_facts(items)
-        mine = next((item for item in items if item.platform == host.platform), items[0])
-        reasons = gpurules.findings(facts, host.platform, {"capability": host.capability, "name": host.gpu_name},
-                                    host.driver)
-        found.append(Fit(name, (mine.variant,), (mine.image,), mine.platform, bool(facts["cuda"]),
-                         gpurules.verdict(reasons), tuple(reasons),
-                         pull=f"{manifest.repository}:{manifest.release_tag(name)}"))
-    return found
+    return [tag_fit(manifest, name, items, host) for name, items in names.items()]
 
 
 def render_text(found: list[Fit], host: Host, source: str) -> str:

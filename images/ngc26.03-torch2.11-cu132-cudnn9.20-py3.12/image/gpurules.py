@@ -167,6 +167,11 @@ def kernel_finding(gpu_archs: str, capability: tuple[int, int], driver_state_fou
                    f"own generation and those of its major with a higher minor; PTX on any newer GPU)")
 
 
+def platform_finding(platform: str, platforms: list[str]) -> tuple[str, str]:
+    """(FAILS, the reason) for a host of `platform` and a tag with images for `platforms` only."""
+    return FAILS, f"no {platform} image in this tag (its images are for {', '.join(platforms) or 'no platform'})"
+
+
 def findings(image: dict, platform: str, gpu: dict, driver: str | None,
              compat_package: bool | None = None) -> list[tuple[str, str]]:
     """Every finding, (RUNS | WARNS | UNKNOWN | FAILS, reason), for one image on a host: its platform, one GPU
@@ -177,7 +182,7 @@ def findings(image: dict, platform: str, gpu: dict, driver: str | None,
     found = []
     platforms = list(image.get("platforms") or [platform])
     if platform not in platforms:
-        return [(FAILS, f"built for {', '.join(platforms)}, not this {platform}")]
+        return [platform_finding(platform, platforms)]
     if image.get("flavor") == "cpu" or not image.get("cuda") or image.get("cuda") == "none":
         return [(RUNS, "a CPU image: runs without using the GPU")]
     if compat_package is None:

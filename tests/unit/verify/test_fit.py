@@ -16,7 +16,7 @@ from torchimages.verify import fit
 
 from ...buildpy import build_py as run_build_py
 from ..conftest import ROOT
-from ..release_files import CU130, REPOSITORY, two_platform_release
+from ..release_files import CPU, CU130, REPOSITORY, candidates, two_platform_release
 from .test_image_doctor import doctor, fake_nvidia_smi
 
 ENTRIES = [
@@ -48,7 +48,8 @@ CASES = [
     ("P100", "580.95.05", "linux/amd64", CU130, "fails", "no kernel for compute capability 6.0"),
     ("P100", "575.57.08", "linux/amd64", CU121, "runs", "sm_60 kernels run on compute capability 6.0"),
     ("GB10", "580.95.05", "linux/arm64", CU130, "runs", "sm_120 kernels run on compute capability 12.1"),
-    ("GB10", "580.95.05", "linux/arm64", CU121, "fails", "built for linux/amd64, not this linux/arm64"),
+    ("GB10", "580.95.05", "linux/arm64", CU121, "fails",
+     "no linux/arm64 image in this tag (its images are for linux/amd64)"),
     ("8.9", "470.82.01", "linux/amd64", CU121, "fails", "driver 470 is older than the 530 this image needs"),
     ("H100", "570.124.06", "linux/amd64", CU130, "fails", "driver 570 is older than the 580 this image needs"),
     # a GPU newer than every kernel is reached through PTX, which a driver of minor-version compatibility cannot JIT
@@ -209,3 +210,51 @@ def test_an_nvidia_smi_that_lists_no_gpu_is_refused_in_one_line(tmp_path: Path) 
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         assert result.stderr.startswith("error: no GPU found here (nvidia-smi listed none): give the host as "
                                          "--driver VERSION --gpu CAPABILITY|NAME"), result.stderr
+
+
+def fit_json(path: Path, driver: str, gpu: str, platform: str) -> tuple[int, dict[str, dict]]:
+    result = run_build_py("fit", "--manifest", str(path), "--driver", driver, "--gpu", gpu, "--platform", platform,
+                          "--format", "json")
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, {item["entry"]: item for item in json.loads(result.stdout)["images"]}
+
+
+@pytest.mark.parametrize("order", ["amd64-first", "arm64-first"])
+def test_a_tag_is_judged_by_the_image_of_the_host_platform(tmp_path: Path, order: str) -> None:
+    """Each platform's image records what it needs: an arm64 host with driver 550 is not told a tag runs because its
+    amd64 image needs only 550, whichever platform the manifest lists first."""
+    data = two_platform_release()
+    for image in data["images"]:
+        if image["platform"] == "linux/amd64":
+            image["runs_on"].update(min_driver="550.54.14", min_driver_minor_compat="550")
+    data["images"].sort(key=lambda image: image["platform"], reverse=order == "arm64-first")
+    path = write_manifest(tmp_path, data)
+    code, arm64 = fit_json(path, "550.54.14", "GB10", "linux/arm64")
+    assert code == 1 and arm64[CU130]["verdict"] == "fails", arm64[CU130]
+    assert arm64[CU130]["images"] == [f"{CU130}-arm64"]
+    assert "driver 550 is older than the 580 this image needs" in str(arm64[CU130]["reasons"]), arm64[CU130]
+    code, amd64 = fit_json(path, "550.54.14", "9.0", "linux/amd64")
+    assert code == 0 and amd64[CU130]["verdict"] == "runs" and amd64[CU130]["images"] == [f"{CU130}-amd64"], amd64
+
+
+def test_an_index_without_an_image_of_the_host_platform_does_not_run_there(tmp_path: Path) -> None:
+    """The pull tag of an image index gives the host its platform's image or none: an index that lists only amd64 is
+    not recommended to an arm64 host, though the manifest holds an arm64 image of that name."""
+    data = two_platform_release()
+    [index] = [index for index in data["indexes"] if index["name"] == CU130]
+    index["platforms"] = {"linux/amd64": f"{CU130}-amd64"}
+    code, found = fit_json(write_manifest(tmp_path, data), "580.95.05", "GB10", "linux/arm64")
+    assert code == 0 and found[f"{CU130}-ssh"]["verdict"] == "runs", found  # its index holds both
+    assert found[CU130]["verdict"] == "fails" and found[CU130]["images"] == [], found[CU130]
+    assert found[CU130]["reasons"] == [{"kind": "fails", "reason": "no linux/arm64 image in this tag (its images are "
+                                                                   "for linux/amd64)"}]
+
+
+def test_a_candidates_manifest_answers_with_the_tags_it_holds(tmp_path: Path) -> None:
+    """A candidates' manifest has no release tag yet: fit names each image's candidate tag."""
+    path = write_manifest(tmp_path, candidates(tmp_path))
+    code, found = fit_json(path, "580.95.05", "9.0", "linux/amd64")
+    assert code == 1 and found[CPU]["verdict"] == "runs", found  # a CPU image alone
+    assert found[CPU]["pull"] == f"{REPOSITORY}:v2.7-rc.1-{CPU}"
+    code, found = fit_json(path, "580.95.05", "GB10", "linux/arm64")
+    assert found[CPU]["verdict"] == "fails" and "no linux/arm64 image in this tag" in str(found[CPU]["reasons"])
