@@ -47,29 +47,27 @@ class Host:
     gpu_name: str | None = None
     source: str = "given"  # 'given' on the command line, or 'nvidia-smi'
 
+    def known_driver(self) -> str | None:
+        return rules().driver_version(self.driver)
+
+    def known_capability(self) -> str | None:
+        return self.capability if rules().capability_of(self.capability) else None
+
     def unreadable(self) -> dict[str, str]:
         """nvidia-smi's answers that are no driver version or no compute capability, by what was asked."""
-        gpurules = rules()
-        answers = {"driver": self.driver if self.driver is not None and not gpurules.driver_version(self.driver)
-                   else None,
-                   "capability": self.capability if self.capability and not gpurules.capability_of(self.capability)
-                   else None}
-        return {asked: answer for asked, answer in answers.items() if answer is not None}
+        answers = {"driver": (self.driver, self.known_driver()), "capability": (self.capability, self.known_capability())}
+        return {asked: answer for asked, (answer, known) in answers.items() if answer is not None and known is None}
 
     def describe(self) -> str:
-        unreadable = self.unreadable()
-        capability = "unknown" if "capability" in unreadable else self.capability or "unknown"
-        gpu = f"compute capability {capability}" + (f" ({self.gpu_name})" if self.gpu_name else "")
-        driver = "unknown" if "driver" in unreadable else self.driver or "unknown"
-        return f"{gpu}, driver {driver}, {self.platform} ({self.source})"
+        gpu = f"compute capability {self.known_capability() or 'unknown'}"
+        gpu += f" ({self.gpu_name})" if self.gpu_name else ""
+        return f"{gpu}, driver {self.known_driver() or 'unknown'}, {self.platform} ({self.source})"
 
     def as_json(self) -> dict[str, object]:
-        """The host as decided with: an unreadable answer is null, and what nvidia-smi answered is under
+        """The host as decided with: what is not known is null, and what nvidia-smi answered for it is under
         'unreadable'."""
-        unreadable = self.unreadable()
-        return {"platform": self.platform, "driver": None if "driver" in unreadable else self.driver,
-                "capability": None if "capability" in unreadable else self.capability, "gpu_name": self.gpu_name,
-                "source": self.source, "unreadable": unreadable}
+        return {"platform": self.platform, "driver": self.known_driver(), "capability": self.known_capability(),
+                "gpu_name": self.gpu_name, "source": self.source, "unreadable": self.unreadable()}
 
 
 @dataclass(frozen=True)
