@@ -337,7 +337,7 @@ def fit(*, matrix_path: Path, driver: str | None, gpu: str | None, platform_name
     else:
         found, source = host_fit.fits(load_plan(matrix_path, quiet=True), host), str(matrix_path)
     if fmt == "json":
-        click.echo(json.dumps({"host": host.__dict__, "images": [f.as_json() for f in found]}, indent=2))
+        click.echo(json.dumps({"host": host.as_json(), "images": [f.as_json() for f in found]}, indent=2))
     else:
         out.print(host_fit.render_text(found, host, source), markup=False, highlight=False)
     sys.exit(host_fit.exit_code(found))

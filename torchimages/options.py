@@ -244,9 +244,14 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
 
 def base_images_from(values: tuple[str, ...]) -> tuple[str | None, tuple[tuple[str, str], ...]]:
     """--base-image values: the plain IMAGE (at most one: every platform's base) and PLATFORM=IMAGE pairs (one per
-    platform). An image reference never holds '=', so the form is unambiguous."""
+    platform). An image reference never holds '=', so the form is unambiguous. An empty IMAGE is refused: it would
+    leave that platform on the matrix's base without a word."""
     plain = [value for value in values if "=" not in value]
     pairs = [tuple(value.split("=", 1)) for value in values if "=" in value]
+    for value in values:
+        if not value.split("=", 1)[-1].strip():  # the IMAGE of either form
+            raise UserError(f"--base-image {value!r}: no image given; give IMAGE or PLATFORM=IMAGE, e.g. "
+                            "linux/arm64=torchimages/debian:bookworm-minbase-arm64")
     if len(plain) > 1:
         raise UserError(f"--base-image given {len(plain)} times without a platform ({', '.join(plain[:3])}): give one "
                         "plain IMAGE, and PLATFORM=IMAGE for each platform that builds FROM another")

@@ -167,6 +167,9 @@ def test_an_entry_of_two_platforms_is_built_for_each_from_its_own_base(tmp_path:
     (("linux/riscv64=a/b:1",), "'linux/riscv64' is not a platform: linux/amd64, linux/arm64"),
     (("linux/arm64=a/b:1", "linux/arm64=c/d:2"), "--base-image linux/arm64=... given twice"),
     (("linux/arm64=$(id)",), "--base-image linux/arm64=: '$(id)' is not an image reference"),
+    (("linux/amd64=",), "--base-image 'linux/amd64=': no image given"),  # else amd64 stays on the matrix's base
+    (("a/b:1", "linux/arm64= "), "--base-image 'linux/arm64= ': no image given"),
+    (("",), "--base-image '': no image given"),
 ])
 def test_base_images_per_platform_are_checked_before_anything_is_built(tmp_path: Path, bases: tuple[str, ...],
                                                                        message: str) -> None:

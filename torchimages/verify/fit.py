@@ -35,7 +35,11 @@ def rules() -> ModuleType:
 
 @dataclass(frozen=True)
 class Host:
-    """The machine asked about: its platform, driver and one GPU (a compute capability, and a name where known)."""
+    """The machine asked about: its platform, driver and one GPU (a compute capability, and a name where known).
+
+    The driver and the capability are as given, or as nvidia-smi answered them: an answer that is not a version or a
+    capability ('[Insufficient Permissions]') is kept, for the rules to say it is not known and what was answered.
+    """
 
     platform: str
     driver: str | None
@@ -43,11 +47,27 @@ class Host:
     gpu_name: str | None = None
     source: str = "given"  # 'given' on the command line, or 'nvidia-smi'
 
+    def known_driver(self) -> str | None:
+        return rules().driver_version(self.driver)
+
+    def known_capability(self) -> str | None:
+        return self.capability if rules().capability_of(self.capability) else None
+
+    def unreadable(self) -> dict[str, str]:
+        """nvidia-smi's answers that are no driver version or no compute capability, by what was asked."""
+        answers = {"driver": (self.driver, self.known_driver()), "capability": (self.capability, self.known_capability())}
+        return {asked: answer for asked, (answer, known) in answers.items() if answer is not None and known is None}
+
     def describe(self) -> str:
-        gpu = f"compute capability {self.capability}" if self.capability else "no GPU"
-        if self.gpu_name:
-            gpu += f" ({self.gpu_name})"
-        return f"{gpu}, driver {self.driver or 'unknown'}, {self.platform} ({self.source})"
+        gpu = f"compute capability {self.known_capability() or 'unknown'}"
+        gpu += f" ({self.gpu_name})" if self.gpu_name else ""
+        return f"{gpu}, driver {self.known_driver() or 'unknown'}, {self.platform} ({self.source})"
+
+    def as_json(self) -> dict[str, object]:
+        """The host as decided with: what is not known is null, and what nvidia-smi answered for it is under
+        'unreadable'."""
+        return {"platform": self.platform, "driver": self.known_driver(), "capability": self.known_capability(),
+                "gpu_name": self.gpu_name, "source": self.source, "unreadable": self.unreadable()}
 
 
 @dataclass(frozen=True)
@@ -73,9 +93,6 @@ class Fit:
                 "pull": self.pull}
 
 
-DRIVER = re.compile(r"\d{3}(\.\d{1,3}){0,2}")
-
-
 def this_platform() -> str:
     return rules().platform_of(host_platform.machine())
 
@@ -84,30 +101,48 @@ def host_from(driver: str | None, gpu: str | None, platform: str | None) -> Host
     """The host from the options; what they leave out is read from nvidia-smi here. Bad values are refused (exit 2)."""
     if platform is not None and platform not in PLATFORMS:
         raise UserError(f"--platform {platform}: not a platform the matrix knows; valid: {', '.join(PLATFORMS)}")
-    if driver is not None and not DRIVER.fullmatch(driver):
-        raise UserError(f"--driver {driver!r}: not a driver version (e.g. 535.104.05, as nvidia-smi prints it)")
+    if driver is not None and rules().driver_version(driver) != driver:
+        raise UserError(f"--driver {driver!r}: not a driver version: digits 0-9 as nvidia-smi prints it, "
+                        "e.g. 535.104.05 or 580")
     platform = platform or this_platform()
     if driver is not None and gpu is not None:
         capability, name = gpu_capability(gpu)
         return Host(platform, driver, capability, name)
     gpus = rules().nvidia_smi()
     if not gpus:
-        raise UserError("no GPU found here (nvidia-smi answered nothing): give the host as --driver VERSION "
+        raise UserError("no GPU found here (nvidia-smi listed none): give the host as --driver VERSION "
                         "--gpu CAPABILITY|NAME, e.g. --driver 535.104.05 --gpu 8.9")
     first = gpus[0]
-    capability, name = gpu_capability(gpu) if gpu is not None else (first["capability"], first["name"])
+    capability, name = gpu_capability(gpu) if gpu is not None else listed_capability(first)
     return Host(platform, driver or first["driver"], capability, name, source="nvidia-smi")
+
+
+def listed_capability(gpu: dict) -> tuple[str | None, str | None]:
+    """The compute capability and name of a GPU nvidia-smi listed: its answer, or where that is no capability (drivers
+    before R510, '[Unknown Error]') the compat data's for its name; else the answer, which the rules call unknown."""
+    if gpu["capability"] and rules().capability_of(gpu["capability"]):
+        return gpu["capability"], gpu["name"]
+    named = capability_by_name(gpu["name"] or "")
+    return (named[0], gpu["name"]) if named else (gpu["capability"], gpu["name"])
 
 
 def gpu_capability(gpu: str) -> tuple[str, str | None]:
     """'8.9' -> ('8.9', None); 'L4' or 'NVIDIA L4' -> ('8.9', 'L4'), by the compat data's GPU names."""
     if rules().capability_of(gpu):
         return gpu.strip(), None
+    named = capability_by_name(gpu)
+    if named is None:
+        raise UserError(f"--gpu {gpu!r}: not a compute capability (MAJOR.MINOR in digits 0-9, e.g. 8.9) nor a GPU the "
+                        f"compat data names; known: {', '.join(sorted(dict(compat.load().gpus)))}")
+    return named
+
+
+def capability_by_name(text: str) -> tuple[str, str] | None:
+    """(capability, the compat data's name) of the GPU `text` names ('NVIDIA L40S' -> ('8.9', 'L40S')), or None."""
     known = dict(compat.load().gpus)
-    found = [name for name in known if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", gpu, re.IGNORECASE)]
+    found = [name for name in known if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE)]
     if not found:
-        raise UserError(f"--gpu {gpu!r}: not a compute capability (e.g. 8.9) nor a GPU the compat data names; "
-                        f"known: {', '.join(sorted(known))}")
+        return None
     name = max(found, key=len)  # 'L40S' over 'L40', 'RTX PRO 6000' over a shorter match
     return known[name], name
 
@@ -132,36 +167,51 @@ def fits(plan: Plan, host: Host) -> list[Fit]:
     return found
 
 
-def manifest_facts(items: list[ManifestImage]) -> dict[str, object]:
-    """What gpurules decides with, for one release tag from its images in a release manifest (one per platform):
-    the versions, and what each platform's image records it needs (runs_on; absent from older manifests)."""
-    first = items[0]
-    versions, needs = first.versions, first.runs_on or {}
-    known = {key: value for key, value in needs.items() if value != "none"}
+def manifest_facts(image: ManifestImage) -> dict[str, object]:
+    """What gpurules decides with, for one platform's image of a release tag in a release manifest: its versions, and
+    what it records it needs (runs_on; absent from older manifests). Each platform's image records its own: a tag is
+    judged by the image of the host's platform, never by another platform's."""
+    versions = image.versions
+    known = {key: value for key, value in (image.runs_on or {}).items() if value != "none"}
     flavor = "ngc" if versions.get("ngc") else "cuda" if versions.get("cuda") else "cpu"
     return {"flavor": flavor, "cuda": versions.get("cuda"), "min_driver": known.get("min_driver"),
-            "min_driver_minor_compat": known.get("min_driver_minor_compat"),
-            "platforms": [item.platform for item in items],
-            "gpu_archs": {item.platform: (item.runs_on or {}).get("gpu_archs") for item in items
-                          if (item.runs_on or {}).get("gpu_archs", "none") != "none"}}
+            "min_driver_minor_compat": known.get("min_driver_minor_compat"), "platforms": [image.platform],
+            "gpu_archs": {image.platform: known["gpu_archs"]} if "gpu_archs" in known else {}}
+
+
+def tag_images(manifest: ReleaseManifest, name: str, items: list[ManifestImage]) -> list[ManifestImage]:
+    """The images the tag of `name` pulls: those its image index lists where it has one (an index may list fewer
+    platforms than the manifest holds images of), else `items`, each under its own tag."""
+    index = next((index for index in manifest.indexes if index.name == name), None)
+    if index is None:
+        return items
+    listed = set(index.platforms)
+    return [item for item in items if (item.platform, item.image) in listed]
+
+
+def tag_fit(manifest: ReleaseManifest, name: str, items: list[ManifestImage], host: Host) -> Fit:
+    """One release tag against the host, by its image of the host's platform; a tag without one does not run."""
+    gpurules = rules()
+    indexed = any(index.name == name for index in manifest.indexes)
+    pulled = tag_images(manifest, name, items)
+    mine = next((item for item in pulled if item.platform == host.platform), None)
+    shown = mine or (pulled or items)[0]
+    if mine is None:
+        reasons = [gpurules.platform_finding(host.platform, [item.platform for item in pulled])]
+    else:
+        reasons = gpurules.findings(manifest_facts(mine), host.platform,
+                                    {"capability": host.capability, "name": host.gpu_name}, host.driver)
+    return Fit(name, (shown.variant,), (mine.image,) if mine else (), shown.platform, bool(shown.versions.get("cuda")),
+               gpurules.verdict(reasons), tuple(reasons),
+               pull=f"{manifest.repository}:{manifest.pushed_tag(name if indexed else shown.image)}")
 
 
 def manifest_fits(manifest: ReleaseManifest, host: Host) -> list[Fit]:
     """Each release tag of a release manifest against the host (an image index's platforms are one tag)."""
-    gpurules = rules()
     names: dict[str, list[ManifestImage]] = {}
     for item in manifest.images:
         names.setdefault(item.name, []).append(item)
-    found = []
-    for name, items in names.items():
-        facts = manifest_facts(items)
-        mine = next((item for item in items if item.platform == host.platform), items[0])
-        reasons = gpurules.findings(facts, host.platform, {"capability": host.capability, "name": host.gpu_name},
-                                    host.driver)
-        found.append(Fit(name, (mine.variant,), (mine.image,), mine.platform, bool(facts["cuda"]),
-                         gpurules.verdict(reasons), tuple(reasons),
-                         pull=f"{manifest.repository}:{manifest.release_tag(name)}"))
-    return found
+    return [tag_fit(manifest, name, items, host) for name, items in names.items()]
 
 
 def render_text(found: list[Fit], host: Host, source: str) -> str:
@@ -178,7 +228,15 @@ def render_text(found: list[Fit], host: Host, source: str) -> str:
                       if kind != "runs" or fit.runs]
     if not any(f.runs and f.gpu for f in found):
         lines.append("no CUDA image of these runs on this host")
+    if unreadable := host.unreadable():
+        asked = " and ".join(UNREADABLE[what][0] for what in unreadable)
+        options = " ".join(UNREADABLE[what][1] for what in unreadable)
+        lines.append(f"nvidia-smi could not tell {asked}: give {options}")
     return "\n".join(lines)
+
+
+UNREADABLE = {"driver": ("the driver version", "--driver VERSION"),  # Host.unreadable()'s keys: words and options
+              "capability": ("the compute capability", "--gpu CAPABILITY|NAME")}
 
 
 def exit_code(found: list[Fit]) -> int:

@@ -12,7 +12,13 @@ from __future__ import annotations
 import re
 import subprocess
 
-ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)[a-z]?$")
+# Digits are [0-9], never \d: \d, int() and float() take any script's digits (Arabic-Indic '\u0665\u0668\u0660' is 580
+# to them), and nothing that reports a driver or a GPU writes those.
+ARCH = re.compile(r"(sm|compute)_([0-9]+)([0-9])[a-z]?")
+CAPABILITY = re.compile(r"\s*([0-9]+)\.([0-9]+)\s*", re.ASCII)
+DRIVER = re.compile(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")  # 535.104.05, 580.95.05, 390.48
+MEMORY_MB = re.compile(r"[0-9]{1,9}(\.[0-9]+)?")
+ANSWER_LIMIT = 60  # nvidia-smi's answers are short: a longer one is kept this long, to be named, not believed
 # Forward compatibility (the cuda-compat package) works only on data-center GPUs (NVIDIA CUDA compatibility guide).
 DATA_CENTER = re.compile(r"\b(A2|A10G?|A16|A30|A40|A100|A800|H100|H200|H800|H20|GH200|B100|B200|B300|GB200|GB300|L4|"
                          r"L20|L40S?|T4|V100|P100|P40|P4|Tesla|RTX PRO 6000 Blackwell Server)\b", re.IGNORECASE)
@@ -24,7 +30,7 @@ def parse_arch(arch: str) -> tuple[str, int, int] | None:
 
     The suffixes 'a' (architecture-specific) and 'f' (family) do not change the capability named.
     """
-    match = ARCH.match(arch)
+    match = ARCH.fullmatch(arch)
     if not match:
         return None
     return match.group(1), int(match.group(2)), int(match.group(3))
@@ -70,12 +76,22 @@ def covers(arch_list: list[str], capability: tuple[int, int]) -> bool:
 
 
 def version_tuple(version: str | None) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version or ""))
+    return tuple(int(part) for part in re.findall(r"[0-9]+", version or ""))
+
+
+def driver_version(answer: str | None) -> str | None:
+    """The driver version in `answer` (535.104.05); None for anything else ('[Insufficient Permissions]')."""
+    return answer.strip() if answer and DRIVER.fullmatch(answer.strip()) else None
+
+
+def shown(answer: str) -> str:
+    """An answer of nvidia-smi as quoted in a reason ("'[Unknown Error]'", 'nothing')."""
+    return repr(answer) if answer else "nothing"
 
 
 def capability_of(text: object) -> tuple[int, int] | None:
     """'8.9' -> (8, 9); None for anything else."""
-    match = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", str(text or ""))
+    match = CAPABILITY.fullmatch(str(text or ""))
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
@@ -83,7 +99,7 @@ def driver_state(driver: str | None, image: dict, data_center: bool, compat_pack
     """How `driver` meets the image's CUDA: 'new enough', 'minor-version compatibility', 'forward compatibility' or
     'too old'; None where the image needs no driver (a CPU image) or the driver is unknown."""
     need, family = image.get("min_driver"), image.get("min_driver_minor_compat")
-    if not driver or not need or need == "none":
+    if not driver_version(driver) or not need or need == "none":
         return None
     have = version_tuple(driver)
     if have >= version_tuple(need):
@@ -116,6 +132,20 @@ def driver_finding(driver: str | None, image: dict, data_center: bool,
                    f"host's NVIDIA driver to {need} or newer")
 
 
+def unknown_driver_finding(answer: str, image: dict) -> tuple[str, str]:
+    """(UNKNOWN, the reason) for a driver version nvidia-smi could not tell ('[Insufficient Permissions]')."""
+    need = image.get("min_driver")
+    needs = f" (it needs driver {need} or newer)" if need and need != "none" else ""
+    return UNKNOWN, (f"nvidia-smi answered {shown(answer)} for the driver version: whether this driver runs the image's "
+                     f"CUDA {image.get('cuda')}{needs} is not known")
+
+
+def unknown_capability_finding(answer: str) -> tuple[str, str]:
+    """(UNKNOWN, the reason) for a compute capability nvidia-smi could not tell ('[Unknown Error]')."""
+    return UNKNOWN, (f"nvidia-smi answered {shown(answer)} for the GPU's compute capability: whether this torch has a "
+                     "kernel for it is not known")
+
+
 def kernel_finding(gpu_archs: str, capability: tuple[int, int], driver_state_found: str | None = None,
                    cuda: str | None = None) -> tuple[str, str]:
     """(RUNS | FAILS, the reason in words) for a GPU of `capability` against the generations torch runs on
@@ -137,27 +167,39 @@ def kernel_finding(gpu_archs: str, capability: tuple[int, int], driver_state_fou
                    f"own generation and those of its major with a higher minor; PTX on any newer GPU)")
 
 
+def platform_finding(platform: str, platforms: list[str]) -> tuple[str, str]:
+    """(FAILS, the reason) for a host of `platform` and a tag with images for `platforms` only."""
+    return FAILS, f"no {platform} image in this tag (its images are for {', '.join(platforms) or 'no platform'})"
+
+
 def findings(image: dict, platform: str, gpu: dict, driver: str | None,
              compat_package: bool | None = None) -> list[tuple[str, str]]:
-    """Every finding, (RUNS | WARNS | FAILS, reason), for one image on a host: its platform, one GPU (`capability` as
-    'X.Y' and `name`, either may be unknown) and its driver. `compat_package`: whether the image carries CUDA's
+    """Every finding, (RUNS | WARNS | UNKNOWN | FAILS, reason), for one image on a host: its platform, one GPU
+    (`capability` as 'X.Y' and `name`, either None where not known) and its driver. The driver and the capability are
+    taken as nvidia-smi answers them: an answer that is not a version or a capability ('[Unknown Error]', any
+    bracketed answer, garbage) is not known, and said so. `compat_package`: whether the image carries CUDA's
     forward-compatibility package (None: an ngc image does, a wheel-based one does not)."""
     found = []
     platforms = list(image.get("platforms") or [platform])
     if platform not in platforms:
-        return [(FAILS, f"built for {', '.join(platforms)}, not this {platform}")]
+        return [platform_finding(platform, platforms)]
     if image.get("flavor") == "cpu" or not image.get("cuda") or image.get("cuda") == "none":
         return [(RUNS, "a CPU image: runs without using the GPU")]
     if compat_package is None:
         compat_package = image.get("flavor") == "ngc"
     data_center = bool(gpu.get("name") and DATA_CENTER.search(gpu["name"]))
+    if driver is not None and not driver_version(driver):
+        found.append(unknown_driver_finding(driver, image))
     state = driver_state(driver, image, data_center, compat_package)
     by_driver = driver_finding(driver, image, data_center, compat_package)
     if by_driver:
         found.append(by_driver)
-    capability = capability_of(gpu.get("capability"))
+    answer = gpu.get("capability")
+    capability = capability_of(answer)
     archs = (image.get("gpu_archs") or {}).get(platform)
-    if capability and archs:
+    if answer and not capability:
+        found.append(unknown_capability_finding(answer))
+    elif capability and archs:
         found.append(kernel_finding(archs, capability, state, image.get("cuda")))
     elif capability:
         found.append((UNKNOWN, f"the compat data records no GPU generations for this image's torch on {platform}: "
@@ -181,24 +223,46 @@ def platform_of(machine: str) -> str:
 
 
 def nvidia_smi() -> list[dict]:
-    """Each GPU as nvidia-smi reports it; [] when there is none (or no driver utilities).
+    """Each GPU as nvidia-smi reports it; [] when there is none (or no driver utilities, or an answer that lists no
+    GPU: 'No devices were found', garbage).
 
     Drivers before R510 do not know compute_cap: the query is repeated without it.
     """
     for fields in ("name,driver_version,memory.total,compute_cap", "name,driver_version,memory.total"):
         try:
             output = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
-                                    capture_output=True, text=True, timeout=20, check=True).stdout
+                                    capture_output=True, text=True, errors="replace", timeout=20, check=True).stdout
         except (OSError, subprocess.SubprocessError):
             continue
-        return [parse_gpu(line) for line in output.strip().splitlines() if line.strip()]
+        return [gpu for gpu in map(parse_gpu, output.splitlines()) if gpu is not None]
     return []
 
 
-def parse_gpu(line: str) -> dict:
-    """One CSV line of nvidia-smi; '[N/A]' (memory.total on GB10's unified memory) is unknown, not an error."""
-    parts = [part.strip() for part in line.split(",")] + [""] * 4
-    name, driver, memory, capability = parts[:4]
-    known = [None if value in ("", "[N/A]", "N/A", "[Not Supported]") else value for value in (memory, capability)]
-    return {"name": name, "driver": driver, "memory_mb": int(float(known[0])) if known[0] else None,
-            "capability": known[1]}
+def answer_of(field: str) -> str:
+    """One field of nvidia-smi's CSV as it is kept: printable, and a longer one than ANSWER_LIMIT cut with '...' (so
+    it reads as no version: '8.9000...' is not compute capability 8.9000)."""
+    field = field.strip()
+    kept = field[:ANSWER_LIMIT] + ("..." if len(field) > ANSWER_LIMIT else "")
+    return "".join(char if char.isprintable() else "?" for char in kept)
+
+
+def known_answer(answer: str) -> str | None:
+    """None where nvidia-smi says it does not know: nothing, N/A, or any bracketed answer ('[N/A]', '[Not Supported]',
+    '[Unknown Error]', '[Insufficient Permissions]')."""
+    return None if not answer or answer == "N/A" or (answer.startswith("[") and answer.endswith("]")) else answer
+
+
+def parse_gpu(line: str) -> dict | None:
+    """One CSV line of nvidia-smi (name, driver, memory, compute capability); None for a line that is not one.
+
+    The name and the memory are None where nvidia-smi does not know them ('[N/A]': memory.total on GB10's unified
+    memory); the driver and the capability are kept as answered, for the rules to judge and name ('[Unknown Error]');
+    a capability not asked for (drivers before R510) is None.
+    """
+    parts = [answer_of(part) for part in line.split(",")]
+    if len(parts) < 3:
+        return None
+    name, driver, memory, capability = [*parts, ""][:4]
+    memory = known_answer(memory) or ""
+    return {"name": known_answer(name), "driver": driver,
+            "memory_mb": int(float(memory)) if MEMORY_MB.fullmatch(memory) else None, "capability": capability or None}

@@ -4,6 +4,8 @@ templates/files/gpurules.py to what the compat data says of each image (its CUDA
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,8 @@ from torchimages.verify import fit
 
 from ...buildpy import build_py as run_build_py
 from ..conftest import ROOT
-from ..release_files import CU130, REPOSITORY, two_platform_release
-from .test_image_doctor import doctor
+from ..release_files import CPU, CU130, REPOSITORY, candidates, two_platform_release
+from .test_image_doctor import doctor, fake_nvidia_smi
 
 ENTRIES = [
     {"flavor": "cuda", "torch": "2.3.1", "cuda": "12.1", "python": "3.11"},
@@ -46,7 +48,8 @@ CASES = [
     ("P100", "580.95.05", "linux/amd64", CU130, "fails", "no kernel for compute capability 6.0"),
     ("P100", "575.57.08", "linux/amd64", CU121, "runs", "sm_60 kernels run on compute capability 6.0"),
     ("GB10", "580.95.05", "linux/arm64", CU130, "runs", "sm_120 kernels run on compute capability 12.1"),
-    ("GB10", "580.95.05", "linux/arm64", CU121, "fails", "built for linux/amd64, not this linux/arm64"),
+    ("GB10", "580.95.05", "linux/arm64", CU121, "fails",
+     "no linux/arm64 image in this tag (its images are for linux/amd64)"),
     ("8.9", "470.82.01", "linux/amd64", CU121, "fails", "driver 470 is older than the 530 this image needs"),
     ("H100", "570.124.06", "linux/amd64", CU130, "fails", "driver 570 is older than the 580 this image needs"),
     # a GPU newer than every kernel is reached through PTX, which a driver of minor-version compatibility cannot JIT
@@ -140,3 +143,118 @@ def test_an_older_manifest_without_runs_on_cannot_tell_and_a_hostile_one_is_refu
     hostile = run_build_py("fit", "--manifest", str(write_manifest(tmp_path, data)), "--driver", "580.95.05",
                            "--gpu", "9.0")
     assert hostile.returncode == 2 and "runs_on" in hostile.stderr and "Traceback" not in hostile.stderr, hostile.stderr
+
+
+ARABIC_INDIC = str.maketrans("0123456789", "".join(chr(0x0660 + n) for n in range(10)))  # what \d and int() also take
+
+
+def test_digits_of_other_scripts_are_refused_naming_the_option() -> None:
+    for args, words in ((["--driver", "580.95.05".translate(ARABIC_INDIC), "--gpu", "8.9"],
+                         "not a driver version: digits 0-9"),
+                        (["--driver", "580.95.05", "--gpu", "8.9".translate(ARABIC_INDIC)],
+                         "not a compute capability (MAJOR.MINOR in digits 0-9")):
+        result = run_build_py("fit", *args, "--platform", "linux/amd64")
+        assert result.returncode == 2, result.stdout
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"error: {args[0] if 'driver' in words else args[2]} ") and words in line, line
+
+
+def test_the_rule_reads_only_ascii_digits() -> None:
+    gpurules = fit.rules()
+    assert gpurules.capability_of("8.9".translate(ARABIC_INDIC)) is None
+    assert gpurules.version_tuple("580.95.05".translate(ARABIC_INDIC)) == ()
+    assert gpurules.parse_arch("sm_90".translate(ARABIC_INDIC)) is None
+    assert gpurules.arch_list_of("8.0 9.0".translate(ARABIC_INDIC)) == []
+    assert gpurules.parse_gpu("NVIDIA L4, 550.54.14, " + "23034".translate(ARABIC_INDIC) + ", 8.9")["memory_mb"] is None
+
+
+def fit_with_nvidia_smi(tmp_path: Path, line: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`build.py fit` on the default matrix for linux/amd64, with a stand-in nvidia-smi first on PATH that prints
+    `line` (what the host does not give on the command line is read from it)."""
+    folder = fake_nvidia_smi(tmp_path / "bin", f"echo '{line}'\n")
+    env = {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+    return run_build_py("fit", "--platform", "linux/amd64", *args, env=env)
+
+
+@pytest.mark.parametrize("answer", ["[Insufficient Permissions]", "[Unknown Error]", "[N/A]", "[Not Supported]",
+                                    "[GPU requires reset]"])
+def test_a_driver_nvidia_smi_cannot_tell_is_not_known_and_fit_cannot_tell(tmp_path: Path, answer: str) -> None:
+    result = fit_with_nvidia_smi(tmp_path, f"NVIDIA GeForce RTX 4090, {answer}, 24564, 8.9")
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stdout + result.stderr
+    runs, _, rest = result.stdout.partition("cannot tell: 3\n")
+    assert "torch2.13.0-cpu-py3.11" in runs, result.stdout  # a CPU image needs no driver
+    assert f"nvidia-smi answered '{answer}' for the driver version: whether this driver runs the image's CUDA 13.0 " \
+           "(it needs driver 580.95.05 or newer) is not known" in rest, result.stdout
+    assert "upgrade" not in result.stdout and "older than" not in result.stdout, result.stdout
+    assert "driver unknown" in result.stdout.splitlines()[0]
+    assert result.stdout.endswith("nvidia-smi could not tell the driver version: give --driver VERSION\n")
+
+
+def test_a_compute_capability_nvidia_smi_cannot_tell_is_read_from_the_name_or_not_known(tmp_path: Path) -> None:
+    by_name = fit_with_nvidia_smi(tmp_path, "NVIDIA L4, 580.95.05, [Unknown Error], [Unknown Error]")
+    assert by_name.returncode == 0, by_name.stdout + by_name.stderr  # the compat data knows an L4: 8.9
+    assert by_name.stdout.startswith("fit: compute capability 8.9 (NVIDIA L4), driver 580.95.05"), by_name.stdout
+    unnamed = fit_with_nvidia_smi(tmp_path, "NVIDIA Quux, 580.95.05, 1024, [Unknown Error]", "--format", "json")
+    assert unnamed.returncode == 1 and "Traceback" not in unnamed.stderr, unnamed.stderr
+    answer = json.loads(unnamed.stdout)
+    assert answer["host"]["capability"] is None and answer["host"]["unreadable"] == {"capability": "[Unknown Error]"}
+    cuda = [item for item in answer["images"] if item["gpu"]]
+    assert cuda and all(item["verdict"] == "unknown" for item in cuda), cuda
+    assert all("nvidia-smi answered '[Unknown Error]' for the GPU's compute capability" in str(item["reasons"])
+               for item in cuda), cuda
+
+
+def test_an_nvidia_smi_that_lists_no_gpu_is_refused_in_one_line(tmp_path: Path) -> None:
+    for line in ("No devices were found", "garbage", "", "0" * 100_000):
+        result = fit_with_nvidia_smi(tmp_path, line)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.startswith("error: no GPU found here (nvidia-smi listed none): give the host as "
+                                         "--driver VERSION --gpu CAPABILITY|NAME"), result.stderr
+
+
+def fit_json(path: Path, driver: str, gpu: str, platform: str) -> tuple[int, dict[str, dict]]:
+    result = run_build_py("fit", "--manifest", str(path), "--driver", driver, "--gpu", gpu, "--platform", platform,
+                          "--format", "json")
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, {item["entry"]: item for item in json.loads(result.stdout)["images"]}
+
+
+@pytest.mark.parametrize("order", ["amd64-first", "arm64-first"])
+def test_a_tag_is_judged_by_the_image_of_the_host_platform(tmp_path: Path, order: str) -> None:
+    """Each platform's image records what it needs: an arm64 host with driver 550 is not told a tag runs because its
+    amd64 image needs only 550, whichever platform the manifest lists first."""
+    data = two_platform_release()
+    for image in data["images"]:
+        if image["platform"] == "linux/amd64":
+            image["runs_on"].update(min_driver="550.54.14", min_driver_minor_compat="550")
+    data["images"].sort(key=lambda image: image["platform"], reverse=order == "arm64-first")
+    path = write_manifest(tmp_path, data)
+    code, arm64 = fit_json(path, "550.54.14", "GB10", "linux/arm64")
+    assert code == 1 and arm64[CU130]["verdict"] == "fails", arm64[CU130]
+    assert arm64[CU130]["images"] == [f"{CU130}-arm64"]
+    assert "driver 550 is older than the 580 this image needs" in str(arm64[CU130]["reasons"]), arm64[CU130]
+    code, amd64 = fit_json(path, "550.54.14", "9.0", "linux/amd64")
+    assert code == 0 and amd64[CU130]["verdict"] == "runs" and amd64[CU130]["images"] == [f"{CU130}-amd64"], amd64
+
+
+def test_an_index_without_an_image_of_the_host_platform_does_not_run_there(tmp_path: Path) -> None:
+    """The pull tag of an image index gives the host its platform's image or none: an index that lists only amd64 is
+    not recommended to an arm64 host, though the manifest holds an arm64 image of that name."""
+    data = two_platform_release()
+    [index] = [index for index in data["indexes"] if index["name"] == CU130]
+    index["platforms"] = {"linux/amd64": f"{CU130}-amd64"}
+    code, found = fit_json(write_manifest(tmp_path, data), "580.95.05", "GB10", "linux/arm64")
+    assert code == 0 and found[f"{CU130}-ssh"]["verdict"] == "runs", found  # its index holds both
+    assert found[CU130]["verdict"] == "fails" and found[CU130]["images"] == [], found[CU130]
+    assert found[CU130]["reasons"] == [{"kind": "fails", "reason": "no linux/arm64 image in this tag (its images are "
+                                                                   "for linux/amd64)"}]
+
+
+def test_a_candidates_manifest_answers_with_the_tags_it_holds(tmp_path: Path) -> None:
+    """A candidates' manifest has no release tag yet: fit names each image's candidate tag."""
+    path = write_manifest(tmp_path, candidates(tmp_path))
+    code, found = fit_json(path, "580.95.05", "9.0", "linux/amd64")
+    assert code == 1 and found[CPU]["verdict"] == "runs", found  # a CPU image alone
+    assert found[CPU]["pull"] == f"{REPOSITORY}:v2.7-rc.1-{CPU}"
+    code, found = fit_json(path, "580.95.05", "GB10", "linux/arm64")
+    assert found[CPU]["verdict"] == "fails" and "no linux/arm64 image in this tag" in str(found[CPU]["reasons"])

@@ -5,6 +5,9 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -94,7 +97,7 @@ def test_a_readable_proc_driver_without_gpu_devices_is_no_gpu(monkeypatch: pytes
 
 
 def test_gpu_device_files_are_found(tmp_path: Path) -> None:
-    for name in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia-caps"):
+    for name in ("nvidiactl", "nvidia-uvm", "nvidia0", "nvidia1", "nvidia-caps", "nvidia\u0661"):  # an Arabic-Indic 1
         (tmp_path / name).write_text("")
     assert doctor().gpu_devices(str(tmp_path)) == ["nvidia0", "nvidia1"]
 
@@ -156,3 +159,62 @@ def test_the_full_report_counts_what_torch_loaded(monkeypatch: pytest.MonkeyPatc
     assert module.main(["--json"]) == 1
     [problem] = json.loads(capsys.readouterr().out)["problems"]
     assert problem.startswith("torch 2.15.0+cu130 is loaded, not this image's 2.14.0")
+
+
+# The image as image.json says it, on either platform this test runs on: CUDA 13.0 needs driver 580.
+CU130_IMAGE = {"flavor": "cuda", "cuda": "13.0", "min_driver": "580.95.05", "min_driver_minor_compat": "580",
+               "platforms": ["linux/amd64", "linux/arm64"],
+               "gpu_archs": {"linux/amd64": "7.5 8.0 8.6 9.0 10.0 12.0", "linux/arm64": "8.0 9.0 10.0 12.0"}}
+
+
+def doctor_at_startup(tmp_path: Path, nvidia_smi_script: str) -> subprocess.CompletedProcess[str]:
+    """The real image-doctor --startup (the entrypoint's check, at every container start) as a process, with a
+    stand-in nvidia-smi first on PATH, a GPU device given and CU130_IMAGE as its image.json."""
+    bin_folder = fake_nvidia_smi(tmp_path / "bin", nvidia_smi_script)
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "nvidia0").write_text("")
+    (tmp_path / "image.json").write_text(json.dumps(CU130_IMAGE))
+    env = {**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}",
+           "TORCHIMAGES_IMAGE_JSON": str(tmp_path / "image.json"), "TORCHIMAGES_DEV": str(tmp_path / "dev")}
+    return subprocess.run([sys.executable, str(ROOT / "templates" / "files" / "image-doctor"), "--startup"], env=env,
+                          capture_output=True, text=True, errors="replace", timeout=60, check=False)
+
+
+# (what the stand-in nvidia-smi does, words the warnings hold, words they must not hold)
+STAND_INS = {
+    "unknown-error": ("echo 'NVIDIA GeForce RTX 4090, [Unknown Error], 24564, [Unknown Error]'",
+                      ["nvidia-smi answered '[Unknown Error]' for the driver version: whether this driver runs the "
+                       "image's CUDA 13.0 (it needs driver 580.95.05 or newer) is not known",
+                       "nvidia-smi answered '[Unknown Error]' for the GPU's compute capability"], ["upgrade"]),
+    "insufficient-permissions": ("echo 'NVIDIA GeForce RTX 4090, [Insufficient Permissions], 24564, 8.9'",
+                                 ["nvidia-smi answered '[Insufficient Permissions]' for the driver version"],
+                                 ["upgrade", "older than"]),
+    "not-supported": ("echo 'NVIDIA L4, [Not Supported], [Not Supported], [Not Supported]'",
+                      ["answered '[Not Supported]' for the driver version",
+                       "answered '[Not Supported]' for the GPU's compute capability"], ["upgrade"]),
+    "memory-unknown": ("echo 'NVIDIA L4, 580.95.05, [Unknown Error], [N/A]'",
+                       ["nvidia-smi answered '[N/A]' for the GPU's compute capability"], ["driver version"]),
+    "garbage": ("echo 'what is a GPU'", [], ["nvidia-smi answered"]),
+    "nothing": ("exit 0", [], ["nvidia-smi answered"]),
+    "fails": ("echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9", [],
+              ["nvidia-smi answered"]),
+    "huge-line": ("printf '%01000000d\\n' 0", [], ["nvidia-smi answered"]),
+    "huge-driver": ("printf 'NVIDIA L4, %01000000d, 23034, 8.9\\n' 0",
+                    [f"nvidia-smi answered '{'0' * 60}...' for the driver version"], []),
+    "not-utf8-with-escapes": ("printf 'NVIDIA L4, \\377\\033[31m, 23034, 8.9\\n'",
+                              ["for the driver version"], ["\x1b"]),
+}
+
+
+@pytest.mark.parametrize("case", STAND_INS, ids=list(STAND_INS))
+def test_the_startup_check_names_what_nvidia_smi_answered_and_never_ends_in_a_traceback(tmp_path: Path,
+                                                                                        case: str) -> None:
+    script, said, unsaid = STAND_INS[case]
+    result = doctor_at_startup(tmp_path, script + "\n")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.splitlines()
+    assert all(line.startswith("warning: ") and len(line) < 400 for line in lines), lines
+    for words in said:
+        assert words in result.stderr, result.stderr
+    for words in unsaid:
+        assert words not in result.stderr, result.stderr
