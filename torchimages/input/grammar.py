@@ -2,10 +2,14 @@
 
 A value reaches a Dockerfile, a shell, a tag, a path or a registry request from many places: the matrix, the command
 line, files this tool wrote earlier and reads back (build reports, release manifests, rendered.json, the lock, the
-digest cache), and answers from outside (a registry, an index, nvidia-smi). Each kind of value has one rule here, and
-every reader of every file kind calls it, so a rule fixed once is fixed everywhere. Each check returns why a value is
-refused (with what would be valid), or None. Digits are ASCII everywhere: every pattern is compiled with re.ASCII, as
-Python's \\d and str.isdigit() also take other scripts' digits ('٥٨٠').
+digest cache), and answers from outside (a registry, an index). Each kind of value has one rule here, and every reader
+of every file kind calls it, so a rule fixed once is fixed everywhere. Each check returns why a value is refused (with
+what would be valid), or None. Digits are ASCII everywhere: every pattern is compiled with re.ASCII, as Python's \\d
+and str.isdigit() also take other scripts' digits ('٥٨٠').
+
+What a host says of itself (a driver version, a compute capability, nvidia-smi's answers) is judged by
+templates/files/gpurules.py instead: every image carries that file for image-doctor, and `build.py fit` loads the same
+file, so the answer before the pull and the one inside the container cannot differ.
 
 The loader runs the matrix's checks on every entry before compatibility is checked, so a hostile value never reaches
 the template; the template still shell-quotes what it interpolates into RUN lines (a second defence: a PEP 508 marker
@@ -62,9 +66,6 @@ REGISTRY = pattern(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a
 DIGEST = pattern(r"sha256:[0-9a-f]{64}")
 TIMESTAMP = pattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")  # UTC, ISO 8601, as `lock` writes it
 SHA256_HEX = pattern(r"[0-9a-f]{64}")
-# A driver version as nvidia-smi prints it (535.104.05), and a GPU's compute capability (8.9, 12.0).
-DRIVER = pattern(r"[0-9]{3}(\.[0-9]{1,3}){0,2}")
-CAPABILITY = pattern(r"[0-9]{1,2}\.[0-9]")
 # One word of what a host needs to run an image: a driver version, or a GPU generation (12.0+PTX).
 RUNS_ON_WORD = pattern(r"[0-9]{1,4}(\.[0-9]{1,4}){0,2}(\+PTX)?")
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
@@ -255,13 +256,6 @@ def runs_on_value_problem(value: object) -> str | None:
     if value == "none" or (0 < len(value) <= 200 and all(RUNS_ON_WORD.fullmatch(w) for w in value.split(" "))):
         return None
     return f"{visible(value)[:60]!r} is not 'none', a driver version or GPU generations (e.g. 7.5 8.0 12.0+PTX)"
-
-
-def driver_problem(value: str) -> str | None:
-    """A driver version as nvidia-smi prints it: ASCII digits (535.104.05)."""
-    if DRIVER.fullmatch(value):
-        return None
-    return f"{visible(value)!r} is not a driver version: ASCII digits as nvidia-smi prints it (e.g. 535.104.05)"
 
 
 def count_problem(value: object) -> str | None:
