@@ -167,17 +167,18 @@ CU130_IMAGE = {"flavor": "cuda", "cuda": "13.0", "min_driver": "580.95.05", "min
                "gpu_archs": {"linux/amd64": "7.5 8.0 8.6 9.0 10.0 12.0", "linux/arm64": "8.0 9.0 10.0 12.0"}}
 
 
-def doctor_at_startup(tmp_path: Path, nvidia_smi_script: str) -> subprocess.CompletedProcess[str]:
+def doctor_at_startup(tmp_path: Path, nvidia_smi_script: str, image_json: str = json.dumps(CU130_IMAGE),
+                      *args: str) -> subprocess.CompletedProcess[str]:
     """The real image-doctor --startup (the entrypoint's check, at every container start) as a process, with a
-    stand-in nvidia-smi first on PATH, a GPU device given and CU130_IMAGE as its image.json."""
+    stand-in nvidia-smi first on PATH, a GPU device given and CU130_IMAGE (or `image_json`) as its image.json."""
     bin_folder = fake_nvidia_smi(tmp_path / "bin", nvidia_smi_script)
-    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev").mkdir(exist_ok=True)
     (tmp_path / "dev" / "nvidia0").write_text("")
-    (tmp_path / "image.json").write_text(json.dumps(CU130_IMAGE))
+    (tmp_path / "image.json").write_text(image_json)
     env = {**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}",
            "TORCHIMAGES_IMAGE_JSON": str(tmp_path / "image.json"), "TORCHIMAGES_DEV": str(tmp_path / "dev")}
-    return subprocess.run([sys.executable, str(ROOT / "templates" / "files" / "image-doctor"), "--startup"], env=env,
-                          capture_output=True, text=True, errors="replace", timeout=60, check=False)
+    return subprocess.run([sys.executable, str(ROOT / "templates" / "files" / "image-doctor"), *(args or ("--startup",))],
+                          env=env, capture_output=True, text=True, errors="replace", timeout=60, check=False)
 
 
 # (what the stand-in nvidia-smi does, words the warnings hold, words they must not hold)
@@ -218,3 +219,16 @@ def test_the_startup_check_names_what_nvidia_smi_answered_and_never_ends_in_a_tr
         assert words in result.stderr, result.stderr
     for words in unsaid:
         assert words not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("image_json", ["[]", '"cuda"', "{", '{"flavor": "cuda", "min_driver": [580], "gpu_archs": 7, '
+                                        '"platforms": "linux/amd64", "cuda": {"x": 1}}', '{"flavor": ["cuda"]}'])
+def test_a_damaged_image_json_never_stops_a_container_or_prints_a_traceback(tmp_path: Path, image_json: str) -> None:
+    """image.json is a file of the image, but one a user can replace (a volume, a later layer): the startup check warns
+    in at most one line and exits 0; the full check never ends in a traceback either."""
+    smi = "echo 'NVIDIA L4, 580.95.05, 23034, 8.9'\n"
+    started = doctor_at_startup(tmp_path, smi, image_json)
+    assert started.returncode == 0 and "Traceback" not in started.stderr, started.stderr
+    assert len(started.stderr.splitlines()) <= 1, started.stderr
+    full = doctor_at_startup(tmp_path, smi, image_json, "--json")
+    assert full.returncode in (0, 1, 2) and "Traceback" not in full.stderr, full.stderr
