@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..engine import BuildOutcome, Engine, engine_address
-from ..errors import UserError
+from ..errors import UserError, visible
 from ..events import EventSink, StageEvent
+from ..input.grammar import digest_problem
 from .cache import without_credentials
 from .render import BUILDKIT_DOCKERFILE
 
@@ -170,7 +171,11 @@ class BuildKitBuilder:
             env = {**os.environ, **buildargs, "DOCKER_BUILDKIT": "1", "DOCKER_HOST": engine_address()}
             returncode = self._run(command, env, image, state, emit=emit, cancel=cancel)
             if iidfile.is_file() and returncode == 0:
-                state.outcome.image_id = iidfile.read_text().strip() or None
+                written = iidfile.read_text(errors="replace").strip()[:100]
+                if digest_problem(written):
+                    state.outcome.error = f"the docker CLI wrote {visible(written)!r} as the image ID, not a digest"
+                else:
+                    state.outcome.image_id = written
         outcome = state.outcome
         outcome.log_tail = list(state.tail)
         if cancel.is_set() and not outcome.image_id:

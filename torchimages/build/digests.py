@@ -14,16 +14,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import threading
 from pathlib import Path
 
+from ..input.grammar import pattern, sha256_problem
 from ..settings import SETTINGS
 
 MEMO = SETTINGS.root / ".cache" / "file-digests.json"
 KEPT_FROM = 1 << 20  # smaller files are read each time: rendered files change, and reading them costs nothing
 CHUNK = 1 << 20
-HEX = re.compile(r"[0-9a-f]{64}")
+MEMO_KEY = pattern(r"[0-9]+:[0-9]+:[0-9]+:[0-9]+")  # device:inode:size:mtime_ns
 _WRITING = threading.Lock()  # builds side by side save the table one at a time
 
 
@@ -72,4 +72,6 @@ def read_table(path: Path) -> dict[str, str]:
         return {}
     if not isinstance(data, dict):
         return {}
-    return {key: value for key, value in data.items() if isinstance(value, str) and HEX.fullmatch(value)}
+    # A file this tool wrote is still input: an entry whose key or digest the grammar refuses is read as unknown.
+    return {key: value for key, value in data.items()
+            if MEMO_KEY.fullmatch(key) and isinstance(value, str) and not sha256_problem(value)}
