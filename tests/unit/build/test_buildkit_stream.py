@@ -58,6 +58,7 @@ FAILURE = """\
 ------
 executor failed running [/bin/sh -c echo about to fail; ls /nonexistent]: exit code: 2
 """
+IMAGE_ID = "sha256:" + "e3" * 32  # what a real CLI writes into --iidfile
 
 
 def read(stream: str) -> tuple[StreamState, list[StageEvent]]:
@@ -130,7 +131,7 @@ def builder_running(script: str, tmp_path: Path, *, stop_grace: float = 20.0) ->
 def test_a_build_reads_the_image_id_and_keeps_build_args_off_the_command_line(tmp_path: Path) -> None:
     record = tmp_path / "argv"
     script = f"""printf '%s\\n' "$@" > {record}; printf 'TOKEN=%s\\n' "$PIP_INDEX_URL" >> {record}
-while [ $# -gt 0 ]; do [ "$1" = --iidfile ] && echo sha256:abc > "$2"; shift; done
+while [ $# -gt 0 ]; do [ "$1" = --iidfile ] && echo {IMAGE_ID} > "$2"; shift; done
 cat <<'STREAM'
 {SUCCESS}STREAM
 """
@@ -139,7 +140,7 @@ cat <<'STREAM'
         "img", tmp_path, "r.example/x:1", buildargs={"PIP_INDEX_URL": "https://ci:s3cret@pypi.example/simple"},
         emit=events.append, cancel=threading.Event(), labels={"io.torchimages.content-digest": "sha256:1"},
         cache_from=["r.example/x:0"])
-    assert outcome.ok and outcome.image_id == "sha256:abc", outcome
+    assert outcome.ok and outcome.image_id == IMAGE_ID, outcome
     argv = record.read_text().splitlines()
     assert "--build-arg=PIP_INDEX_URL" in argv and "--progress=plain" in argv and "r.example/x:1" in argv
     assert "--label=io.torchimages.content-digest=sha256:1" in argv and "--cache-from=r.example/x:0" in argv
@@ -157,7 +158,7 @@ def test_a_context_with_dockerfile_buildkit_gets_its_index_urls_as_a_secret(tmp_
 for arg in "$@"; do case "$arg" in --secret=*) src="${{arg##*src=}}"; stat -c 'mode=%a' "$src" >> {record};
     cat "$src" >> {record};; esac; done
 printf 'ENV_BUILD_ENV=%s\\n' "$BUILD_ENV" >> {record}
-while [ $# -gt 0 ]; do [ "$1" = --iidfile ] && echo sha256:abc > "$2"; shift; done
+while [ $# -gt 0 ]; do [ "$1" = --iidfile ] && echo {IMAGE_ID} > "$2"; shift; done
 """
 
     def build(index: str) -> list[str]:
@@ -282,3 +283,15 @@ def test_a_long_step_is_cut_in_the_message() -> None:
     assert shortened("Step 2/9 : RUN true") == "Step 2/9 : RUN true"
     cut = shortened("Step 6/39 : RUN " + "x" * 500)
     assert cut.endswith(" ...") and len(cut) == STEP_SHOWN + 4
+
+
+@pytest.mark.parametrize("written", ["sha256:abc", "garbage", "sha256:" + "e3" * 32 + "\\nmore"])
+def test_an_image_id_file_that_holds_no_digest_fails_the_build(tmp_path: Path, written: str) -> None:
+    """The --iidfile is the CLI's answer, read back as input: what is not one digest is never tagged or pushed."""
+    script = f"""while [ $# -gt 0 ]; do [ "$1" = --iidfile ] && printf '{written}' > "$2"; shift; done
+cat <<'STREAM'
+{SUCCESS}STREAM
+"""
+    outcome = builder_running(script, tmp_path).build("img", tmp_path, "t", buildargs={}, emit=lambda _e: None,
+                                                     cancel=threading.Event())
+    assert not outcome.ok and outcome.image_id is None and "as the image ID, not a digest" in (outcome.error or "")
