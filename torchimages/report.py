@@ -15,7 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from .errors import Problem, UserError, visible
-from .files import atomic_write
+from .files import atomic_write, load
 from .input.grammar import (
     DEFAULT_PLATFORM,
     VARIANTS,
@@ -168,9 +168,9 @@ class Report:
     @classmethod
     def load(cls, path: Path) -> Report:
         """A report this tool wrote; anything else is a UserError naming the file."""
+        data = load(path, "a build report")  # size, kind of file, UTF-8 and JSON checked there
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            images = [ImageRecord.from_dict(record) for record in data.pop("images")]
+            images = [ImageRecord.from_dict(record) for record in data.pop("images")]  # type: ignore[union-attr]
             report = cls(images=images, folder=path.parent, **data)
         except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             raise UserError(f"{path}: not a build report written by this tool ({type(exc).__name__}: "
