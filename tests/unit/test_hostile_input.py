@@ -155,7 +155,7 @@ REPORT = {"release": "v1", "matrix": "matrix.yaml", "images": [{
 
 
 @pytest.mark.parametrize(("content", "why"), [
-    ("{not json", "JSONDecodeError"), ("[1, 2]", "TypeError"), ('{"release": "v1", "matrix": "m"}', "KeyError"),
+    ("{not json", "not a build report (not JSON"), ("[1, 2]", "TypeError"), ('{"release": "v1", "matrix": "m"}', "KeyError"),
     (json.dumps({**REPORT, "images": [{**REPORT["images"][0], "bogus": 1}]}), "TypeError"),
     (json.dumps(REPORT), "no smoke results"),
 ])
