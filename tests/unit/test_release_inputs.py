@@ -235,6 +235,11 @@ def report_with(record: ImageRecord, folder: Path, **raw: object) -> Path:
     ({"raw": {"size_bytes": "big"}}, "field 'size_bytes'"),
     ({"raw": {"layers": True}}, "field 'layers'"),
     ({"raw": {"stages": "pushed"}}, "'stages' must be a mapping"),
+    # an arm64 image recorded as amd64 (and the other way): an index would send each platform's hosts the other's image
+    ({"image": f"{CPU}-arm64", "tag": f"r.example.com/ml/pytorch:v2.7-{CPU}-arm64"},
+     f"field 'platform': 'linux/amd64' is not the platform the name '{CPU}-arm64' says (linux/arm64)"),
+    ({"platform": "linux/arm64"}, f"field 'platform': 'linux/arm64' is not the platform the name '{CPU}' says"),
+    ({"raw": {"platform": "linux/arm64\n"}}, "field 'platform'"),
 ])
 def test_manifest_refuses_a_hostile_report_and_writes_nothing(tmp_path: Path, changes: dict, words: str) -> None:
     raw = changes.pop("raw", {})
