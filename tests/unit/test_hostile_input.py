@@ -261,3 +261,22 @@ def test_a_nested_render_named_like_an_image_is_not_swallowed(tmp_path: Path) ->
 
 def tree_of(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_render_check_reports_a_link_in_the_rendered_folder(tmp_path: Path, kind: str) -> None:
+    """A build copies what a link points at: a link anywhere under images/ makes it stale, even to identical content."""
+    images = tmp_path / "images"
+    assert run_cli("render", "--tag", "v2.7", "--out", str(images)).returncode == 0
+    context = next(p for p in sorted(images.iterdir()) if (p / "image").is_dir())
+    if kind == "folder":
+        shutil.copytree(context / "image", tmp_path / "elsewhere")
+        shutil.rmtree(context / "image")
+        (context / "image").symlink_to(tmp_path / "elsewhere")
+    else:
+        (tmp_path / "Dockerfile").write_bytes((context / "Dockerfile").read_bytes())
+        (context / "Dockerfile").unlink()
+        (context / "Dockerfile").symlink_to(tmp_path / "Dockerfile")
+    result = run_cli("render", "--check", "--out", str(images))
+    linked = context / ("image" if kind == "folder" else "Dockerfile")
+    assert result.returncode == 1 and f"  {linked}\n" in result.stderr, result.stderr

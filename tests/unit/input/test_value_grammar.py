@@ -6,12 +6,14 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from dockerfile_parse import DockerfileParser
 
 from torchimages.build import render
+from torchimages.input import grammar
 
 from ..conftest import plan_of, problems_of, shell_words
 
@@ -132,3 +134,22 @@ def test_shell_meaningful_requirements_stay_one_word_of_the_instructions_the_tem
     assert syntax.returncode == 0, syntax.stderr
     apt_run = next(value for name, value in hostile if name == "RUN" and "apt-get install" in value)
     assert {"git", "curl=7.88.1-10+deb12u5"} <= set(shell_words(apt_run))
+
+
+# Each rule of the grammar with a value it takes: the same value written with another script's digits must be refused.
+ASCII_SAMPLES = [
+    (grammar.version_problem, "2.3.1"), (grammar.release_problem, "v2.7"), (grammar.tag_part_problem, "rc.1"),
+    (grammar.since_version_problem, "2.0"), (grammar.entry_name_problem, "torch2.3.1-cu121"),
+    (grammar.image_name_problem, "torch2.3.1-cu121-ssh"), (grammar.repository_problem, "r.example.com:5000/ml/pt"),
+    (grammar.digest_problem, "sha256:" + "1" * 64), (grammar.sha256_problem, "2" * 64),
+    (grammar.timestamp_problem, "2026-12-05T13:00:00Z"), (grammar.image_reference_problem, "debian:12"),
+    (grammar.apt_problem, "curl=7.88.1-10"), (grammar.runs_on_value_problem, "8.0 9.0 12.0+PTX"),
+    (grammar.version_value_problem, "12.1"), (lambda v: grammar.url_problem(v, "--x"), "https://m.example.com:8080/simple"),
+]
+OTHER_DIGITS = str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩")  # Arabic-Indic: str.isdigit() and \d take them
+
+
+@pytest.mark.parametrize(("rule", "value"), ASCII_SAMPLES, ids=[value for _, value in ASCII_SAMPLES])
+def test_every_rule_takes_ascii_digits_only(rule: Callable[[str], str | None], value: str) -> None:
+    assert rule(value) is None
+    assert rule(value.translate(OTHER_DIGITS)) is not None, f"{value.translate(OTHER_DIGITS)!r} was taken"
