@@ -118,6 +118,26 @@ def test_the_cli_is_one_with_buildx_or_a_client_before_23(tmp_path: Path) -> Non
     assert f"{modern} 28.2.2 (no buildx plugin" in message and "--builder classic" in message, message
 
 
+def test_a_path_of_odd_entries_and_odd_clis_is_searched_without_a_traceback(tmp_path: Path) -> None:
+    """PATH is the environment's: empty entries, a folder named docker, a docker that may not be run, and CLIs whose
+    --version says something odd are passed over (each named), and a usable one later on PATH is still found."""
+    (tmp_path / "folder" / "docker").mkdir(parents=True)
+    (tmp_path / "plain" / "docker").parent.mkdir()
+    (tmp_path / "plain" / "docker").write_text("#!/bin/sh\necho 'Docker version 20.10.24'\n")  # not executable
+    odd = [fake_docker(tmp_path / f"odd{n}", version)
+           for n, version in enumerate(("28.2.2-beta", "28-beta", "2x.1", "\x1b]0;x\x07"))]
+    old = fake_docker(tmp_path / "old", "20.10.24+dfsg1")
+    search = ":".join(["", str(tmp_path / "folder"), str(tmp_path / "plain"), *(str(o.parent) for o in odd), "",
+                       str(old.parent)])
+    assert buildkit.find_cli(search) == BuildKitCli(str(old), "20.10.24+dfsg1", buildx=False)
+    with pytest.raises(UserError) as refused:
+        buildkit.find_cli(search.removesuffix(str(old.parent)))
+    message = str(refused.value)
+    assert f"{odd[0]} 28.2.2-beta (no buildx plugin" in message, message
+    assert all(f"{cli} (does not answer)" in message for cli in odd[1:]), message
+    assert "\x1b" not in message and "\n" not in message
+
+
 class Engine:
     no_cache = False
 
