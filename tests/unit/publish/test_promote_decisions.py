@@ -458,3 +458,12 @@ def test_every_file_promote_writes_is_checked_before_the_first_tag(two_platforms
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert f"--manifest {tmp_path / 'release.json'}" in result.stderr and blocked in result.stderr, result.stderr
     assert ManifestRegistry.puts == [] and not (tmp_path / "release.json").exists()
+
+
+@pytest.mark.parametrize("answer", [b"[" * 100_000 + b"]" * 100_000, b"\xff", b"null"], ids=["nested", "not-utf8", "null"])
+def test_a_manifest_or_config_the_registry_answers_that_is_no_json_object_refuses_the_release(answer: bytes) -> None:
+    """The registry's bytes are read as JSON only after they hash to the digest asked for; what they hold is still the
+    registry's word: nested past any limit, not UTF-8 or not an object, it refuses the release in one sentence."""
+    with pytest.raises(promote.PromotionRefused, match="the registry holds no JSON manifest"):
+        promote.image_manifest(answer, "img")
+    assert promote.config_platform_problem(answer, AMD64) == "its config is not a JSON object"
