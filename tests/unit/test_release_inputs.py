@@ -213,6 +213,16 @@ def test_promote_checks_the_manifest_path_before_the_first_tag(tmp_path: Path) -
     assert not (tmp_path / "release.json").exists()
 
 
+@pytest.mark.parametrize("ca", ["no-such-ca.crt", "folder"])
+def test_a_registry_ca_that_is_no_file_is_refused_before_the_registry_is_asked(tmp_path: Path, ca: str) -> None:
+    """--registry-ca is handed to the HTTPS client, which only opens it when the first request goes out."""
+    (tmp_path / "folder").mkdir()
+    result = promote(tmp_path, "--registry-ca", str(tmp_path / ca))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "Invalid value for '--registry-ca'" in result.stderr, result.stderr
+    assert "reading 127.0.0.1:9" not in result.stderr and not (tmp_path / "releases").exists()
+
+
 def report_with(record: ImageRecord, folder: Path, **raw: object) -> Path:
     """A report of `record`, with `raw` fields written into its JSON as they are."""
     path = folder / "build-report.json"
