@@ -143,3 +143,21 @@ def test_a_service_of_an_emulated_image_is_given_longer_to_answer(tmp_path: Path
         patience[platform] = facts["patience"]
     assert waited == {"linux/arm64": 180.0, "linux/amd64": 30.0}
     assert patience == {"linux/arm64": 6, "linux/amd64": 1}  # the suite's own time limits (tests/smoke/conftest.py)
+
+
+BOMB = ('<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa">' + "".join(
+    f'<!ENTITY {chr(98 + n)} "{("&" + chr(97 + n) + ";") * 10}">' for n in range(9)) + ']><testsuite><testcase name="&j;"/>'
+    "</testsuite>")
+
+
+@pytest.mark.parametrize("written", ['<testsuite><testcase name="x"', "not xml", BOMB, ""],
+                         ids=["truncated", "text", "entity-bomb", "empty"])
+def test_a_results_file_that_is_no_junit_xml_is_an_error_of_the_suite(tmp_path: Path, written: str) -> None:
+    """pytest's junit file is read back as input (a suite killed while writing it leaves half a file): what cannot be
+    read is the suite's error, which the runner records as the image's result, never a traceback."""
+    from torchimages.verify.smoke import parse_junit
+
+    junit = tmp_path / "junit.xml"
+    junit.write_text(written)
+    with pytest.raises(RuntimeError, match=r"the suite's results \(junit.xml\) could not be read"):
+        parse_junit(junit)
