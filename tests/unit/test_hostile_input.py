@@ -261,3 +261,17 @@ def test_a_nested_render_named_like_an_image_is_not_swallowed(tmp_path: Path) ->
 
 def tree_of(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:9", "bogus://x", "tcp://[::1", "unix:///no/such.sock\x1b[2J\nforged"])
+def test_a_docker_host_where_no_engine_answers_is_one_line(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    """DOCKER_HOST is the environment's word for where the engine is: an address nothing answers at, or one that is no
+    address, is one line naming it (exit 2), never a traceback."""
+    from torchimages.engine import Engine, EngineUnavailable
+
+    monkeypatch.setenv("DOCKER_HOST", address)
+    with pytest.raises(EngineUnavailable) as refused:
+        Engine()
+    message = str(refused.value)
+    assert "no Docker engine answers at" in message and "set DOCKER_HOST" in message, message
+    assert "\n" not in message and "\x1b" not in message, message
