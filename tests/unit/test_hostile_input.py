@@ -3,8 +3,11 @@ release tags are matched whole, and each refusal exits 2 with a message, never a
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from torchimages.errors import UserError
 from torchimages.files import atomic_write
 from torchimages.input import matrix, specs
 
-from .conftest import ROOT, problems_of, run_cli
+from .conftest import ROOT, AnsweringHandler, problems_of, run_cli
 
 HEAD = "registry: registry.example.com/ml/pytorch\nimages:\n"
 
@@ -275,3 +278,59 @@ def test_a_docker_host_where_no_engine_answers_is_one_line(monkeypatch: pytest.M
     message = str(refused.value)
     assert "no Docker engine answers at" in message and "set DOCKER_HOST" in message, message
     assert "\n" not in message and "\x1b" not in message, message
+
+
+class EmptyIndex(AnsweringHandler):
+    """A package index that lists no file: compat refresh then asks the wheel indexes, whose root is the variable's."""
+
+    def do_GET(self) -> None:
+        self.answer(200, b'{"files": []}', {"Content-Type": "application/vnd.pypi.simple.v1+json"})
+
+
+@pytest.fixture(scope="module")
+def empty_index() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EmptyIndex)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/simple/torch/"
+    server.shutdown()
+
+
+DRY = ["--tag", "v1", "--dry-run"]
+REFRESH = ["compat", "refresh", "--check"]
+# Each TORCHIMAGES_* variable an option reads, a hostile value, the command, and the words of its refusal: the value
+# goes through the option's own checks (click's type, the callback, the rule the stage applies).
+OPTION_VARIABLES = [
+    ("TORCHIMAGES_MATRIX", "{tmp}/no-such.yaml", ["validate"], "no-such.yaml: cannot read file"),
+    ("TORCHIMAGES_PLATFORM", "linux/riscv64", DRY, "Invalid value for '--platform'"),
+    ("TORCHIMAGES_BUILDER", "kaniko; id", DRY, "Invalid value for '--builder'"),
+    ("TORCHIMAGES_WHEELHOUSE", "{tmp}/empty", DRY, "no .whl files there"),
+    ("TORCHIMAGES_OFFLINE", "maybe", DRY, "Invalid value for '--offline'"),
+    ("TORCHIMAGES_PIP_INDEX_URL", "https://pypi.example.com/simple --trusted-host evil", DRY, "is not an http(s) URL"),
+    ("TORCHIMAGES_TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu\nRUN id", DRY, "--torch-index-url: holds the"),
+    ("TORCHIMAGES_APT_MIRROR", "http://u:secret@mirror.example.com", DRY, "--apt-mirror must not contain credentials"),
+    ("TORCHIMAGES_CA_BUNDLE", "{tmp}/empty", DRY, "Invalid value for '--ca-bundle'"),
+    ("TORCHIMAGES_BASE_IMAGE", "$(id)", DRY, "--base-image: '$(id)' is not an image reference"),
+    ("TORCHIMAGES_PREVIOUS", "{tmp}/previous.json", DRY, "previous.json: not a release manifest"),
+    ("TORCHIMAGES_CACHE_FROM", "UPPER/Case", DRY, "--cache-from UPPER/Case"),
+    ("TORCHIMAGES_PYPI_INDEX", "file:///etc/passwd", [*REFRESH, "--skip-wheel-index"], "could not read the indexes"),
+    ("TORCHIMAGES_WHEEL_INDEX", "file:///etc", REFRESH, "could not read the indexes (InvalidSchema"),
+]
+
+
+@pytest.mark.parametrize("case", OPTION_VARIABLES, ids=[v[0] for v in OPTION_VARIABLES])
+def test_each_option_variable_is_checked_as_its_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_index: str,
+                                                       case: tuple[str, str, list[str], str]) -> None:
+    """A CI runner sets these instead of options: a hostile value is refused in the same words, exit 2, nothing made."""
+    from .test_fuzz_hostile import run_in_process
+
+    variable, value, command, words = case
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "previous.json").write_text("[")
+    if variable == "TORCHIMAGES_WHEEL_INDEX":
+        monkeypatch.setenv("TORCHIMAGES_PYPI_INDEX", empty_index)
+    monkeypatch.setenv(variable, value.replace("{tmp}", str(tmp_path)))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, stderr = run_in_process(command, tmp_path)
+    assert code == 2 and words in stderr and "Traceback" not in stderr, stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
