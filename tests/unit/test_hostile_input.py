@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from torchimages.errors import UserError
 from torchimages.files import atomic_write
 from torchimages.input import matrix, specs
 
-from .conftest import ROOT, AnsweringHandler, problems_of, run_cli
+from .conftest import ROOT, AnsweringHandler, build_py, problems_of, run_cli
 
 HEAD = "registry: registry.example.com/ml/pytorch\nimages:\n"
 
@@ -334,3 +335,42 @@ def test_each_option_variable_is_checked_as_its_option(tmp_path: Path, monkeypat
     code, stderr = run_in_process(command, tmp_path)
     assert code == 2 and words in stderr and "Traceback" not in stderr, stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("root", ["{tmp}", "{tmp}/no-such\nerror: forged", "/dev/null"])
+def test_a_torchimages_root_that_is_no_checkout_is_one_line(tmp_path: Path, root: str) -> None:
+    """TORCHIMAGES_ROOT says where templates/ and tests/smoke are: a folder that is no checkout, a path that is not
+    there or a device is refused in one line before any command runs (exit 2)."""
+    env = {**os.environ, "TORCHIMAGES_ROOT": root.replace("{tmp}", str(tmp_path))}
+    result = build_py("validate", cwd=tmp_path, env=env, timeout=60)
+    assert result.returncode == 2 and "is not a torchimages checkout" in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+
+
+# Every option naming a file or folder to write, pointed where nothing may be written: checked as the command line is
+# read (options.output_file and output_folder: torchimages/files.py's rules), before anything is rendered or built.
+OUTPUTS = [
+    (["render", "--tag", "v1", "--out", "/dev/null"], "--out /dev/null: is under /dev"),
+    (["render", "--tag", "v1", "--out", "{tmp}/link"], "is a link"),
+    (["--tag", "v1", "--dry-run", "--images", "{tmp}/file.txt"], "--images {tmp}/file.txt: is a file, not a folder"),
+    (["--tag", "v1", "--dry-run", "--report", "{tmp}/link"], "--report {tmp}/link: is a link"),
+    (["--tag", "v1", "--dry-run", "--report", "/proc/self/environ"], "is under /proc"),
+    (["--tag", "v1", "--dry-run", "--logs", "{tmp}/file.txt"], "--logs {tmp}/file.txt: is a file, not a folder"),
+    (["--tag", "v1", "--dry-run", "--push", "--registry", "r.example.com/ml/x", "--manifest", "{tmp}"], "is a folder"),
+    (["manifest", "--registry", "r.example.com/ml/x", "--out", "/dev/stdout", "{tmp}/file.txt"], "is under /dev"),
+]
+
+
+@pytest.mark.parametrize("case", OUTPUTS, ids=[" ".join(case[0][:1] + case[0][-2:-1]) for case in OUTPUTS])
+def test_every_output_option_refuses_a_device_a_link_or_the_wrong_kind_before_any_work(
+        tmp_path: Path, case: tuple[list[str], str]) -> None:
+    from .test_fuzz_hostile import run_in_process
+
+    args, words = ([a.replace("{tmp}", str(tmp_path)) for a in case[0]], case[1].replace("{tmp}", str(tmp_path)))
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    (tmp_path / "file.txt").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    code, stderr = run_in_process(args, tmp_path)
+    assert code == 2 and words in stderr and "Traceback" not in stderr, stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt", "link", "matrix.yaml"]
+    assert (tmp_path / "file.txt").read_text() == "mine" and not (tmp_path / "elsewhere").exists()
