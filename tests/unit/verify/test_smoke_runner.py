@@ -7,8 +7,10 @@ tests/integration/verify/test_smoke.py.
 
 from __future__ import annotations
 
+import http.server
 import signal
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from torchimages.containers import Containers
 from torchimages.verify import bench
 from torchimages.verify.smoke import SmokeRunner, run_pytest
 
+from ..conftest import AnsweringHandler
 from ..fake_engine import REFUSED, FakeEngine
 
 
@@ -161,3 +164,41 @@ def test_a_results_file_that_is_no_junit_xml_is_an_error_of_the_suite(tmp_path: 
     junit.write_text(written)
     with pytest.raises(RuntimeError, match=r"the suite's results \(junit.xml\) could not be read"):
         parse_junit(junit)
+
+
+class Jupyter(AnsweringHandler):
+    """A server on Jupyter's port whose /api answers `status` (Jupyter's own answers 200 once it serves)."""
+
+    status = 500
+
+    def do_GET(self) -> None:
+        self.answer(Jupyter.status, b"<html>\x1b[2J</html>", {"Content-Type": "text/html"})
+
+
+class Stopped:
+    """The container stand-in: running, its log a line the error carries."""
+
+    def check_running(self, _container: str) -> None:
+        return None
+
+    def logs(self, _container: str) -> str:
+        return "jupyter: starting"
+
+
+@pytest.mark.parametrize("status", [500, 403, 404])
+def test_a_jupyter_port_that_answers_an_error_is_not_serving(monkeypatch: pytest.MonkeyPatch, status: int) -> None:
+    """/api's answer is the server's word that it serves: an error answer (a proxy's 500, a 403 before the token is
+    set up) is waited past and ends in the wait's error with the container's log, never taken for Jupyter."""
+    from torchimages.verify import smoke
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Jupyter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/api"
+    try:
+        monkeypatch.setattr(Jupyter, "status", status)
+        with pytest.raises(RuntimeError, match="did not answer within 1 s; container log:\njupyter: starting"):
+            smoke.wait_http(url, 1.0, Stopped(), "c1")  # type: ignore[arg-type]
+        monkeypatch.setattr(Jupyter, "status", 200)
+        smoke.wait_http(url, 5.0, Stopped(), "c1")  # type: ignore[arg-type]
+    finally:
+        server.shutdown()
