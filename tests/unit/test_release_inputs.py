@@ -173,6 +173,25 @@ def test_an_sbom_that_changed_is_refused_when_read(tmp_path: Path) -> None:
     assert not (tmp_path / "out.json").exists()
 
 
+def test_what_lies_where_an_sbom_is_written_is_compared_or_replaced_never_written_through(tmp_path: Path) -> None:
+    """write() reads back an SBOM it wrote before, to leave an unchanged one as it is: a link left there (to a file
+    elsewhere) is replaced by the file, never followed, and a file with other bytes is written over."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(candidates(tmp_path)))
+    read = manifest.read(path)
+    out = tmp_path / "out"
+    (out / "v2.7.sbom").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(b"not mine")
+    (out / "v2.7.sbom" / f"{CPU}.spdx.json").symlink_to(elsewhere)
+    (out / "v2.7.sbom" / f"{CPU}-ssh.spdx.json").write_bytes(b"stale")
+    manifest.write(read, out / "v2.7.json")
+    for name in (CPU, f"{CPU}-ssh"):
+        target = out / "v2.7.sbom" / f"{name}.spdx.json"
+        assert not target.is_symlink() and target.read_bytes() == SBOM, name
+    assert elsewhere.read_bytes() == b"not mine"
+
+
 def promote(tmp_path: Path, *extra: str, data: dict | None = None) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "c.json"
     path.write_text(json.dumps(data if data is not None else candidates(tmp_path)))
