@@ -151,6 +151,28 @@ def test_a_file_that_is_no_manifest_is_one_line(tmp_path: Path, text: bytes) -> 
     assert str(caught.value).startswith(f"{path}: ") and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("kind", ["folder", "fifo", "device", "too-big"])
+@pytest.mark.parametrize("read", [manifest.read, Report.load], ids=["manifest", "report"])
+def test_a_path_that_is_no_regular_file_or_too_big_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              kind: str, read: Callable[[Path], object]) -> None:
+    """files.load, under every JSON reader: a folder, a FIFO (it would block), a device (it would never end) or a
+    file over the limit is refused by what it is, before a byte is read."""
+    from torchimages import files
+
+    path = {"folder": tmp_path, "device": Path("/dev/zero")}.get(kind, tmp_path / "m.json")
+    if kind == "fifo":
+        os.mkfifo(path)
+    if kind == "too-big":
+        monkeypatch.setattr(files, "MAX_BYTES", 100)
+        path.write_text(json.dumps({"release": "v2.7", "padding": "x" * 200}))
+    with pytest.raises(UserError) as caught:
+        read(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message, message
+    assert {"folder": "is a folder", "fifo": "is a device, FIFO or socket", "device": "is a device, FIFO or socket",
+            "too-big": "bytes is too big for"}[kind] in message, message
+
+
 def test_an_sbom_link_out_of_its_folder_is_refused(tmp_path: Path) -> None:
     data = candidates(tmp_path)
     secret = tmp_path.parent / f"{tmp_path.name}-secret.txt"
