@@ -122,14 +122,14 @@ def test_token_hosts_are_whole_host_names_never_patterns(server: tuple[str, Path
 
 
 @pytest.mark.parametrize("answer", [b"not json", b"[]", b'{"token": ""}', b'{"token": 7}',
-                                    json.dumps({"token": "anon-token\r\nX-Evil: 1"}).encode()],
-                         ids=["text", "list", "empty", "number", "header-injection"])
+                                    json.dumps({"token": "anon-token\r\nX-Evil: 1"}).encode(), b"[" * 100_000],
+                         ids=["text", "list", "empty", "number", "header-injection", "nested"])
 def test_a_realm_that_answers_no_one_line_token_is_refused(server: tuple[str, Path], challenge: type,
                                                           answer: bytes) -> None:
     """The realm's answer goes into an Authorization header: what is not one line of visible text is no token."""
     host, ca = server
     challenge.token = answer
-    with pytest.raises(requests.RequestException) as refused:
+    with pytest.raises(requests.RequestException, match="answered no token") as refused:
         RegistryClient(host, ca=ca).digest("library/debian", "bookworm-slim")
     assert "X-Evil" not in str(refused.value)
     assert not any(auth.startswith("Bearer anon-token\r") for _, auth in challenge.asked)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import requests
 import yaml
 
 from torchimages.events import StageEvent
@@ -467,3 +468,32 @@ def test_a_manifest_or_config_the_registry_answers_that_is_no_json_object_refuse
     with pytest.raises(promote.PromotionRefused, match="the registry holds no JSON manifest"):
         promote.image_manifest(answer, "img")
     assert promote.config_platform_problem(answer, AMD64) == "its config is not a JSON object"
+
+
+@pytest.mark.parametrize(("served", "words"), [(b"{}", "the registry answered another blob for that digest"),
+                                               (b"x" * (promote.MAX_CONFIG_BYTES + 1), "more than the")])
+def test_a_config_blob_that_is_not_its_digest_or_too_big_refuses_the_release(registry: tuple[str, Path], served: bytes,
+                                                                            words: str) -> None:
+    host, ca = registry
+    promotions = promote.plan(candidates(host), dict.fromkeys(IMAGES, AMD64))
+    CONFIGS[json.loads(body_of(0))["config"]["digest"]] = served
+    try:
+        with pytest.raises(promote.PromotionRefused, match=words):
+            promoter(host, ca)[0].inspect(promotions)
+    finally:
+        body_of(0)  # serves the real config again
+    assert ManifestRegistry.puts == []
+
+
+@pytest.mark.parametrize(("body", "words"), [(b'{"schemaVersion": 2}', "answered a manifest without a config"),
+                                             (b'{"config": {"digest": "sha256:abc"}}', "is not a digest"),
+                                             (b"[" * 100_000, "answered a manifest without a config")],
+                         ids=["no-config", "short-digest", "nested"])
+def test_a_tag_read_back_without_a_config_digest_is_refused(registry: tuple[str, Path], body: bytes, words: str) -> None:
+    """What push reads back after a push (RegistryClient.tag): the manifest's config digest is the registry's word that
+    the tag holds the image pushed; what is not one digest is an error, never compared as if it were."""
+    host, ca = registry
+    ManifestRegistry.by_digest[digest_of(body)] = body
+    ManifestRegistry.tags["v2.7-odd"] = digest_of(body)
+    with pytest.raises(requests.RequestException, match=words):
+        RegistryClient(host, ca=ca).tag("ml/pt", "v2.7-odd")
