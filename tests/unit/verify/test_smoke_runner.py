@@ -8,6 +8,7 @@ tests/integration/verify/test_smoke.py.
 from __future__ import annotations
 
 import http.server
+import json
 import signal
 import textwrap
 import threading
@@ -102,6 +103,25 @@ def test_a_failing_image_is_an_error_result_not_a_traceback() -> None:
                                "out of memory"}
     assert bench.parse_result(124, "", "")["error"].startswith("the benchmark timed out")
     assert "printed no result" in bench.parse_result(0, "not json\n", "")["error"]
+
+
+ROW = {"case": "matmul", "a": "TF32 off", "b": "TF32 on", "a_per_s": 1.0, "b_per_s": 2.0, "speedup": 2.0, "unit": "x"}
+
+
+@pytest.mark.parametrize("printed", [
+    "[1, 2]", "{}", '{"device": "cpu", "torch": "2.13.0", "rows": {}}', "[" * 100_000 + "]" * 100_000,
+    json.dumps({"device": "cpu", "torch": "2.13.0", "rows": [{**ROW, "speedup": "fast"}]}),
+    json.dumps({"device": "cpu", "torch": "2.13.0", "rows": [{**ROW, "a": None}]}),
+    json.dumps({"device": "cpu", "torch": "2.13.0", "rows": [{**ROW, "b_per_s": float("nan")}]}),
+    json.dumps({"device": 7, "torch": "2.13.0", "rows": []}),
+], ids=["list", "empty", "rows-object", "nested", "speedup-text", "name-null", "nan", "device-number"])
+def test_a_bench_answer_outside_its_shape_is_an_error_result(printed: str) -> None:
+    """The benchmark's last line is the image's answer: only its shape (device, torch, rows of names and numbers) is
+    printed, gated and recorded; anything else is the image's error, never a traceback in the table or the gate."""
+    result = bench.parse_result(0, f"a library's line\n{printed}\n", "")
+    assert set(result) == {"error"} and "the benchmark printed no result" in result["error"], result
+    good = {"device": "cpu", "torch": "2.13.0", "rows": [ROW], "note": ""}
+    assert bench.parse_result(0, json.dumps(good), "") == good
 
 
 def test_a_passing_check_carries_its_note_into_the_results(tmp_path: Path) -> None:
