@@ -174,8 +174,8 @@ def credentials_from_docker_config(host: str) -> Credentials | None:
         raw = json.loads(path.read_text())
     except OSError:
         return None
-    except ValueError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc}); fix it or log in again") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit
+        raise UserError(f"{path}: not valid JSON ({visible(str(exc))[:200]}); fix it or log in again") from None
     if not isinstance(raw, dict) or not raw:
         return None
     import docker.auth  # here: only a push, a pull or a pin reads the docker config

@@ -201,10 +201,11 @@ def test_a_recorded_release_goes_through_the_grammar_like_a_typed_tag(tmp_path: 
 @pytest.mark.parametrize(("config", "outcome"), [
     ("[]", None), ('{"auths": []}', None), ('{"auths": {"r.example.com": "x"}}', "Invalid configuration for registry"),
     ("{", "not valid JSON"), ('{"auths": {"r.example.com": {"auth": "!!!"}}}', "are not base64 user:password"),
+    ("[" * 100_000 + "]" * 100_000, "not valid JSON"), ("\udcff", "not valid JSON"),
 ])
 def test_a_malformed_docker_config_is_ignored_or_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str,
                                                        outcome: str | None) -> None:
-    (tmp_path / "config.json").write_text(config)
+    (tmp_path / "config.json").write_bytes(config.encode("utf-8", "surrogateescape"))
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     if outcome is None:
         assert registry.credentials_from_docker_config("r.example.com") is None
