@@ -56,7 +56,7 @@ def parse_result(code: int, stdout: str, stderr: str) -> dict[str, Any]:
         result = json.loads(lines[-1])
     except (ValueError, RecursionError):
         result = None
-    if result_problem(result):  # the image's answer: printed, gated and recorded only in the shape the script prints
+    if not shaped(result):  # the image's answer: printed, gated and recorded only in the shape the script prints
         return {"error": f"the benchmark printed no result; its last line: {visible(lines[-1][:300])}"}
     return result
 
@@ -65,15 +65,15 @@ ROW_TEXTS = ("case", "a", "b", "unit")
 ROW_NUMBERS = ("a_per_s", "b_per_s", "speedup")
 
 
-def result_problem(result: object) -> bool:
-    """Whether `result` is not the script's shape: device and torch as text, rows of names and finite numbers."""
+def shaped(result: object) -> bool:
+    """Whether `result` is the script's shape: device and torch as text, rows of names and finite numbers."""
     if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
-        return True
+        return False
     if not all(isinstance(result.get(key), str) for key in ("device", "torch")):
-        return True
-    return not all(isinstance(row, dict) and all(isinstance(row.get(key), str) for key in ROW_TEXTS)
-                   and not any(grammar.number_problem(row.get(key)) or row.get(key) is None for key in ROW_NUMBERS)
-                   for row in result["rows"])
+        return False
+    return all(isinstance(row, dict) and all(isinstance(row.get(key), str) for key in ROW_TEXTS)
+               and not any(grammar.number_problem(row.get(key)) or row.get(key) is None for key in ROW_NUMBERS)
+               for row in result["rows"])
 
 
 def local(seconds: float, python: str = sys.executable) -> dict[str, Any]:
