@@ -88,6 +88,30 @@ def test_a_failed_step_is_named_with_its_error_and_last_output() -> None:
     assert list(state.tail)[-2:] == ["about to fail", "ls: cannot access '/nonexistent': No such file or directory"]
 
 
+HOSTILE_STREAM = """\
+#5 [1/99999999999999999999] RUN echo \x1b]0;owned\x07
+#5 0.1 \x1b[2J$(id) `reboot`
+#5 [stage 2/x] not a step
+#77 ERROR: \x1b[31mdenied\x07\x08\x08FAKE: build succeeded
+#9 writing image sha256:zz done
+"""
+
+
+def test_hostile_stream_lines_are_read_as_text_and_shown_escaped() -> None:
+    """The CLI's output is what a build step printed: odd step numbers, escape sequences and shell text are read as
+    text (never run), the error is the line's, and the view shows it escaped on one line."""
+    import io
+
+    from torchimages.progress import PlainProgress
+
+    state, events = read(HOSTILE_STREAM + "\n" + "x" * 100_000)
+    assert [(e.step, e.steps) for e in events if e.kind == "step"] == [(1, 99999999999999999999)]
+    assert state.outcome.error == "\x1b[31mdenied\x07\x08\x08FAKE: build succeeded" and state.outcome.image_id is None
+    shown = io.StringIO()
+    PlainProgress(shown)(StageEvent("img", "failed", state.outcome.error))
+    assert not {"\x1b", "\x07", "\x08"} & set(shown.getvalue()) and shown.getvalue().count("\n") == 1
+
+
 def fake_docker(folder: Path, version: str, *, buildx: bool = False, script: str = "") -> Path:
     """A docker CLI stand-in: `--version`, `buildx version` (answered when `buildx`), and a build running `script`."""
     folder.mkdir(parents=True, exist_ok=True)
