@@ -66,7 +66,7 @@ def docker_clis(search: str | None = None) -> list[str]:
 
 
 # What `docker --version` says is the CLI's answer: a major, a dot, then visible version characters (20.10.24+dfsg1).
-CLIENT_VERSION = re.compile(r"version ([0-9]+)\.[0-9A-Za-z.+~-]*(?=[,\s]|$)", re.ASCII)
+CLIENT_VERSION = re.compile(r"version ([0-9]+)\.[0-9A-Za-z.+~_-]*", re.ASCII)
 
 
 def client_version(path: str) -> str | None:
