@@ -183,8 +183,8 @@ def connect(timeout: int) -> docker.APIClient:
     try:
         client = docker.APIClient(base_url=address, timeout=timeout, version="auto")
         client.ping()
-    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError) as exc:
-        reason = str(exc).splitlines()[0][:200]
+    except (docker.errors.DockerException, requests.exceptions.RequestException, OSError, ValueError) as exc:
+        reason = str(exc).splitlines()[0][:200]  # ValueError: a DOCKER_HOST the SDK cannot parse (tcp://[::1)
         raise EngineUnavailable(f"no Docker engine answers at {address} ({reason}); start it "
                                 "(scripts/start-engine.sh starts Debian's dockerd) or set DOCKER_HOST") from None
     return client

@@ -175,7 +175,8 @@ def push_option_list(*, with_flag: bool = True, with_candidate: bool = True) -> 
         click.option("--password-env", default="TORCHIMAGES_REGISTRY_PASSWORD", show_default=True,
                      help="Environment variable holding the password for --registry-user."),
         click.option("--password-stdin", is_flag=True, help="Read the password for --registry-user from standard input."),
-        click.option("--registry-ca", type=click.Path(path_type=Path, dir_okay=False),
+        # exists: the HTTPS client opens it only at the first request, where a missing file is an OSError
+        click.option("--registry-ca", type=click.Path(path_type=Path, dir_okay=False, exists=True),
                      help="CA of the registry's TLS certificate [/etc/docker/certs.d/HOST/ca.crt if present]."),
         click.option("--force", is_flag=True, help="Move a release tag that already points at another image."),
         click.option("--manifest", "manifest_path", type=click.Path(path_type=Path), callback=output_file,

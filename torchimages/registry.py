@@ -65,7 +65,7 @@ class RegistryClient:
         response.raise_for_status()
         try:
             config = response.json()["config"]["digest"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past Python's limit
             raise requests.RequestException(f"{name}:{tag}: the registry answered a manifest without a config") from None
         return RemoteTag(digest=checked_digest(response.headers.get("Docker-Content-Digest"), f"{name}:{tag}"),
                          config_digest=checked_digest(config, f"{name}:{tag} config"))
@@ -134,7 +134,10 @@ class RegistryClient:
         response = self.session.get(realm, params=fields, auth=self.auth if trusted else None, verify=self.verify,
                                     timeout=self.timeout, allow_redirects=False)
         response.raise_for_status()
-        data = response.json()
+        try:
+            data = response.json()
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's limit: no token either way
+            data = None
         token = data.get("token") or data.get("access_token") if isinstance(data, dict) else None
         if not isinstance(token, str) or not token or grammar.control_problem(token):
             raise requests.RequestException(f"the token realm {parts.hostname} answered no token")
@@ -171,8 +174,8 @@ def credentials_from_docker_config(host: str) -> Credentials | None:
         raw = json.loads(path.read_text())
     except OSError:
         return None
-    except ValueError as exc:
-        raise UserError(f"{path}: not valid JSON ({exc}); fix it or log in again") from None
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past Python's limit
+        raise UserError(f"{path}: not valid JSON ({visible(str(exc))[:200]}); fix it or log in again") from None
     if not isinstance(raw, dict) or not raw:
         return None
     import docker.auth  # here: only a push, a pull or a pin reads the docker config

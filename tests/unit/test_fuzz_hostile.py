@@ -104,6 +104,9 @@ OPTIONS = [
     ["--tag", "v1", "--dry-run", "--ca-bundle", "{}"],
     ["--tag", "v1", "--dry-run", "--wheelhouse", "{}"],
     ["--tag", "v1", "--dry-run", "--max-images", "{}"],
+    ["--tag", "v1", "--dry-run", "--jobs", "{}"],
+    ["--tag", "v1", "--dry-run", "--max-growth", "{}"],
+    ["--tag", "v1", "--dry-run", "--push", "--registry", "r.example.com/ml/x", "--candidate", "{}"],
     ["render", "--check", "--tag", "{}"],
     ["manifest", "--registry", "{}", "--out", "out/m.json", "report.json"],
 ]

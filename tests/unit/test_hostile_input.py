@@ -3,8 +3,12 @@ release tags are matched whole, and each refusal exits 2 with a message, never a
 
 from __future__ import annotations
 
+import http.server
 import json
+import os
 import shutil
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,7 @@ from torchimages.errors import UserError
 from torchimages.files import atomic_write
 from torchimages.input import matrix, specs
 
-from .conftest import ROOT, problems_of, run_cli
+from .conftest import ROOT, AnsweringHandler, build_py, problems_of, run_cli
 
 HEAD = "registry: registry.example.com/ml/pytorch\nimages:\n"
 
@@ -197,10 +201,11 @@ def test_a_recorded_release_goes_through_the_grammar_like_a_typed_tag(tmp_path: 
 @pytest.mark.parametrize(("config", "outcome"), [
     ("[]", None), ('{"auths": []}', None), ('{"auths": {"r.example.com": "x"}}', "Invalid configuration for registry"),
     ("{", "not valid JSON"), ('{"auths": {"r.example.com": {"auth": "!!!"}}}', "are not base64 user:password"),
+    ("[" * 100_000 + "]" * 100_000, "not valid JSON"), ("\udcff", "not valid JSON"),
 ])
 def test_a_malformed_docker_config_is_ignored_or_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str,
                                                        outcome: str | None) -> None:
-    (tmp_path / "config.json").write_text(config)
+    (tmp_path / "config.json").write_bytes(config.encode("utf-8", "surrogateescape"))
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     if outcome is None:
         assert registry.credentials_from_docker_config("r.example.com") is None
@@ -280,3 +285,111 @@ def test_render_check_reports_a_link_in_the_rendered_folder(tmp_path: Path, kind
     result = run_cli("render", "--check", "--out", str(images))
     linked = context / ("image" if kind == "folder" else "Dockerfile")
     assert result.returncode == 1 and f"  {linked}\n" in result.stderr, result.stderr
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:9", "bogus://x", "tcp://[::1", "unix:///no/such.sock\x1b[2J\nforged"])
+def test_a_docker_host_where_no_engine_answers_is_one_line(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
+    """DOCKER_HOST is the environment's word for where the engine is: an address nothing answers at, or one that is no
+    address, is one line naming it (exit 2), never a traceback."""
+    from torchimages.engine import Engine, EngineUnavailable
+
+    monkeypatch.setenv("DOCKER_HOST", address)
+    with pytest.raises(EngineUnavailable) as refused:
+        Engine()
+    message = str(refused.value)
+    assert "no Docker engine answers at" in message and "set DOCKER_HOST" in message, message
+    assert "\n" not in message and "\x1b" not in message, message
+
+
+class EmptyIndex(AnsweringHandler):
+    """A package index that lists no file: compat refresh then asks the wheel indexes, whose root is the variable's."""
+
+    def do_GET(self) -> None:
+        self.answer(200, b'{"files": []}', {"Content-Type": "application/vnd.pypi.simple.v1+json"})
+
+
+@pytest.fixture(scope="module")
+def empty_index() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), EmptyIndex)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/simple/torch/"
+    server.shutdown()
+
+
+DRY = ["--tag", "v1", "--dry-run"]
+REFRESH = ["compat", "refresh", "--check"]
+# Each TORCHIMAGES_* variable an option reads, a hostile value, the command, and the words of its refusal: the value
+# goes through the option's own checks (click's type, the callback, the rule the stage applies).
+OPTION_VARIABLES = [
+    ("TORCHIMAGES_MATRIX", "{tmp}/no-such.yaml", ["validate"], "no-such.yaml: cannot read file"),
+    ("TORCHIMAGES_PLATFORM", "linux/riscv64", DRY, "Invalid value for '--platform'"),
+    ("TORCHIMAGES_BUILDER", "kaniko; id", DRY, "Invalid value for '--builder'"),
+    ("TORCHIMAGES_WHEELHOUSE", "{tmp}/empty", DRY, "no .whl files there"),
+    ("TORCHIMAGES_OFFLINE", "maybe", DRY, "Invalid value for '--offline'"),
+    ("TORCHIMAGES_PIP_INDEX_URL", "https://pypi.example.com/simple --trusted-host evil", DRY, "is not an http(s) URL"),
+    ("TORCHIMAGES_TORCH_INDEX_URL", "https://download.pytorch.org/whl/cpu\nRUN id", DRY, "--torch-index-url: holds the"),
+    ("TORCHIMAGES_APT_MIRROR", "http://u:secret@mirror.example.com", DRY, "--apt-mirror must not contain credentials"),
+    ("TORCHIMAGES_CA_BUNDLE", "{tmp}/empty", DRY, "Invalid value for '--ca-bundle'"),
+    ("TORCHIMAGES_BASE_IMAGE", "$(id)", DRY, "--base-image: '$(id)' is not an image reference"),
+    ("TORCHIMAGES_PREVIOUS", "{tmp}/previous.json", DRY, "previous.json: not a release manifest"),
+    ("TORCHIMAGES_CACHE_FROM", "UPPER/Case", DRY, "--cache-from UPPER/Case"),
+    ("TORCHIMAGES_PYPI_INDEX", "file:///etc/passwd", [*REFRESH, "--skip-wheel-index"], "could not read the indexes"),
+    ("TORCHIMAGES_WHEEL_INDEX", "file:///etc", REFRESH, "could not read the indexes (InvalidSchema"),
+]
+
+
+@pytest.mark.parametrize("case", OPTION_VARIABLES, ids=[v[0] for v in OPTION_VARIABLES])
+def test_each_option_variable_is_checked_as_its_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_index: str,
+                                                       case: tuple[str, str, list[str], str]) -> None:
+    """A CI runner sets these instead of options: a hostile value is refused in the same words, exit 2, nothing made."""
+    from .test_fuzz_hostile import run_in_process
+
+    variable, value, command, words = case
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "previous.json").write_text("[")
+    if variable == "TORCHIMAGES_WHEEL_INDEX":
+        monkeypatch.setenv("TORCHIMAGES_PYPI_INDEX", empty_index)
+    monkeypatch.setenv(variable, value.replace("{tmp}", str(tmp_path)))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, stderr = run_in_process(command, tmp_path)
+    assert code == 2 and words in stderr and "Traceback" not in stderr, stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("root", ["{tmp}", "{tmp}/no-such\nerror: forged", "/dev/null"])
+def test_a_torchimages_root_that_is_no_checkout_is_one_line(tmp_path: Path, root: str) -> None:
+    """TORCHIMAGES_ROOT says where templates/ and tests/smoke are: a folder that is no checkout, a path that is not
+    there or a device is refused in one line before any command runs (exit 2)."""
+    env = {**os.environ, "TORCHIMAGES_ROOT": root.replace("{tmp}", str(tmp_path))}
+    result = build_py("validate", cwd=tmp_path, env=env, timeout=60)
+    assert result.returncode == 2 and "is not a torchimages checkout" in result.stderr, result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr, result.stderr
+
+
+# Every option naming a file or folder to write, pointed where nothing may be written: checked as the command line is
+# read (options.output_file and output_folder: torchimages/files.py's rules), before anything is rendered or built.
+OUTPUTS = [
+    (["render", "--tag", "v1", "--out", "/dev/null"], "--out /dev/null: is under /dev"),
+    (["render", "--tag", "v1", "--out", "{tmp}/link"], "is a link"),
+    (["--tag", "v1", "--dry-run", "--images", "{tmp}/file.txt"], "--images {tmp}/file.txt: is a file, not a folder"),
+    (["--tag", "v1", "--dry-run", "--report", "{tmp}/link"], "--report {tmp}/link: is a link"),
+    (["--tag", "v1", "--dry-run", "--report", "/proc/self/environ"], "is under /proc"),
+    (["--tag", "v1", "--dry-run", "--logs", "{tmp}/file.txt"], "--logs {tmp}/file.txt: is a file, not a folder"),
+    (["--tag", "v1", "--dry-run", "--push", "--registry", "r.example.com/ml/x", "--manifest", "{tmp}"], "is a folder"),
+    (["manifest", "--registry", "r.example.com/ml/x", "--out", "/dev/stdout", "{tmp}/file.txt"], "is under /dev"),
+]
+
+
+@pytest.mark.parametrize("case", OUTPUTS, ids=[" ".join(case[0][:1] + case[0][-2:-1]) for case in OUTPUTS])
+def test_every_output_option_refuses_a_device_a_link_or_the_wrong_kind_before_any_work(
+        tmp_path: Path, case: tuple[list[str], str]) -> None:
+    from .test_fuzz_hostile import run_in_process
+
+    args, words = ([a.replace("{tmp}", str(tmp_path)) for a in case[0]], case[1].replace("{tmp}", str(tmp_path)))
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    (tmp_path / "file.txt").write_text("mine")
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere")
+    code, stderr = run_in_process(args, tmp_path)
+    assert code == 2 and words in stderr and "Traceback" not in stderr, stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt", "link", "matrix.yaml"]
+    assert (tmp_path / "file.txt").read_text() == "mine" and not (tmp_path / "elsewhere").exists()

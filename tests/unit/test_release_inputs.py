@@ -151,6 +151,28 @@ def test_a_file_that_is_no_manifest_is_one_line(tmp_path: Path, text: bytes) -> 
     assert str(caught.value).startswith(f"{path}: ") and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("kind", ["folder", "fifo", "device", "too-big"])
+@pytest.mark.parametrize("read", [manifest.read, Report.load], ids=["manifest", "report"])
+def test_a_path_that_is_no_regular_file_or_too_big_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              kind: str, read: Callable[[Path], object]) -> None:
+    """files.load, under every JSON reader: a folder, a FIFO (it would block), a device (it would never end) or a
+    file over the limit is refused by what it is, before a byte is read."""
+    from torchimages import files
+
+    path = {"folder": tmp_path, "device": Path("/dev/zero")}.get(kind, tmp_path / "m.json")
+    if kind == "fifo":
+        os.mkfifo(path)
+    if kind == "too-big":
+        monkeypatch.setattr(files, "MAX_BYTES", 100)
+        path.write_text(json.dumps({"release": "v2.7", "padding": "x" * 200}))
+    with pytest.raises(UserError) as caught:
+        read(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: ") and "\n" not in message, message
+    assert {"folder": "is a folder", "fifo": "is a device, FIFO or socket", "device": "is a device, FIFO or socket",
+            "too-big": "bytes is too big for"}[kind] in message, message
+
+
 def test_an_sbom_link_out_of_its_folder_is_refused(tmp_path: Path) -> None:
     data = candidates(tmp_path)
     secret = tmp_path.parent / f"{tmp_path.name}-secret.txt"
@@ -171,6 +193,25 @@ def test_an_sbom_that_changed_is_refused_when_read(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="does not match its sha256"):
         manifest.write(read, tmp_path / "out.json")
     assert not (tmp_path / "out.json").exists()
+
+
+def test_what_lies_where_an_sbom_is_written_is_compared_or_replaced_never_written_through(tmp_path: Path) -> None:
+    """write() reads back an SBOM it wrote before, to leave an unchanged one as it is: a link left there (to a file
+    elsewhere) is replaced by the file, never followed, and a file with other bytes is written over."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(candidates(tmp_path)))
+    read = manifest.read(path)
+    out = tmp_path / "out"
+    (out / "v2.7.sbom").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_bytes(b"not mine")
+    (out / "v2.7.sbom" / f"{CPU}.spdx.json").symlink_to(elsewhere)
+    (out / "v2.7.sbom" / f"{CPU}-ssh.spdx.json").write_bytes(b"stale")
+    manifest.write(read, out / "v2.7.json")
+    for name in (CPU, f"{CPU}-ssh"):
+        target = out / "v2.7.sbom" / f"{name}.spdx.json"
+        assert not target.is_symlink() and target.read_bytes() == SBOM, name
+    assert elsewhere.read_bytes() == b"not mine"
 
 
 def promote(tmp_path: Path, *extra: str, data: dict | None = None) -> subprocess.CompletedProcess[str]:
@@ -211,6 +252,16 @@ def test_promote_checks_the_manifest_path_before_the_first_tag(tmp_path: Path) -
     assert reached.returncode == 1 and "not promoted: reading 127.0.0.1:9/ml/pt:v2.7-" in reached.stderr, reached.stderr
     assert "no release tag was written" in reached.stderr and "Traceback" not in reached.stderr
     assert not (tmp_path / "release.json").exists()
+
+
+@pytest.mark.parametrize("ca", ["no-such-ca.crt", "folder"])
+def test_a_registry_ca_that_is_no_file_is_refused_before_the_registry_is_asked(tmp_path: Path, ca: str) -> None:
+    """--registry-ca is handed to the HTTPS client, which only opens it when the first request goes out."""
+    (tmp_path / "folder").mkdir()
+    result = promote(tmp_path, "--registry-ca", str(tmp_path / ca))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "Invalid value for '--registry-ca'" in result.stderr, result.stderr
+    assert "reading 127.0.0.1:9" not in result.stderr and not (tmp_path / "releases").exists()
 
 
 def report_with(record: ImageRecord, folder: Path, **raw: object) -> Path:

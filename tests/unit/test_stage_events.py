@@ -9,8 +9,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
+from torchimages.errors import UserError
 from torchimages.events import StageEvent
 from torchimages.input.specs import Release
 from torchimages.progress import LiveProgress, LogFiles, PlainProgress, fan_out
@@ -183,3 +185,14 @@ def test_what_a_build_or_registry_said_is_shown_not_obeyed() -> None:
     line = stream.getvalue()
     assert line.count("\n") == 1 and "\x1b" not in line and "\x07" not in line
     assert "denied\\x1b]0;owned\\x07\\nFAKE line\\x1b[2K" in line
+
+
+def test_test_and_bench_refuse_the_report_of_another_release(tmp_path: Path) -> None:
+    """`test` and `bench` add to the --report they are given: one of another release would get this release's tested
+    image IDs, which its push would then publish under the other release's tags."""
+    path = tmp_path / "build-report.json"
+    Report(release="v2.7", matrix="matrix.yaml").write(path)
+    with pytest.raises(UserError, match=r"is the report of release v2\.7, not v2\.8"):
+        smokestage.load_report(path, "v2.8", "matrix.yaml")
+    assert smokestage.load_report(path, "v2.7", "matrix.yaml").release == "v2.7"
+    assert smokestage.load_report(tmp_path / "new.json", "v2.8", "matrix.yaml").images == []

@@ -65,20 +65,25 @@ def docker_clis(search: str | None = None) -> list[str]:
     return list(found.values())
 
 
+# What `docker --version` says is the CLI's answer: a major, a dot, then visible version characters (20.10.24+dfsg1).
+CLIENT_VERSION = re.compile(r"version ([0-9]+)\.[0-9A-Za-z.+~_-]*", re.ASCII)
+
+
 def client_version(path: str) -> str | None:
-    """`docker --version` -> "20.10.24+dfsg1"; None when it does not answer."""
+    """`docker --version` -> "20.10.24+dfsg1"; None when it does not answer with a version."""
     try:
-        result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20, check=False)
-    except OSError:
+        result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20, check=False,
+                                errors="replace")
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    match = re.search(r"version ([0-9][^,\s]*)", result.stdout)
-    return match.group(1) if match else None
+    match = CLIENT_VERSION.search(result.stdout)
+    return match.group(0).removeprefix("version ") if match else None
 
 
 def has_buildx(path: str) -> bool:
     try:
         return subprocess.run([path, "buildx", "version"], capture_output=True, timeout=20, check=False).returncode == 0
-    except OSError:
+    except (OSError, subprocess.TimeoutExpired):
         return False
 
 
@@ -92,7 +97,7 @@ def find_cli(search: str | None = None) -> BuildKitCli:
             continue
         if has_buildx(path):
             return BuildKitCli(path, version, buildx=True)
-        if int(version.split(".")[0]) < MODERN_CLIENT:
+        if int(version.split(".", 1)[0]) < MODERN_CLIENT:  # client_version: the major is digits
             return BuildKitCli(path, version, buildx=False)
         tried.append(f"{path} {version} (no buildx plugin; from 23.0 only buildx builds with BuildKit)")
     raise UserError("no docker CLI here can build with BuildKit: " + ("; ".join(tried) or "no docker on PATH") +

@@ -18,7 +18,9 @@ import docker.errors
 import requests.exceptions
 
 from ..engine import ANSI, BuildOutcome, Engine
+from ..errors import visible
 from ..events import StageEvent
+from ..input.grammar import digest_problem
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 RUNNING_IN = re.compile(r"^ ---> Running in ([0-9a-f]{12,64})$")
@@ -96,7 +98,11 @@ class ClassicBuilder:
             outcome.error = ANSI.sub("", str(detail.get("message") or chunk["error"])).strip()
             return
         if "aux" in chunk and isinstance(chunk["aux"], dict) and "ID" in chunk["aux"]:
-            outcome.image_id = chunk["aux"]["ID"]
+            answered = str(chunk["aux"]["ID"])
+            if digest_problem(answered):  # the engine's answer, checked as BuildKit's --iidfile is
+                outcome.error = f"the engine answered {visible(answered)[:100]!r} as the image ID, not a digest"
+            else:
+                outcome.image_id = answered
             return
         text = chunk.get("stream") or chunk.get("status") or ""
         for raw in ANSI.sub("", text).splitlines():

@@ -58,10 +58,13 @@ class BuildInputs:
             raise UserError(f"--wheelhouse {self.wheelhouse}: no .whl files there")
         if self.offline and not self.wheelhouse:
             raise UserError("--offline needs --wheelhouse DIR: pip then installs only from there")
+        for key in proxy_keys():  # the environment's, handed to every build as they are: one line of visible text
+            if why := grammar.control_problem(os.environ[key]):
+                raise UserError(f"{key}: {why}")
 
     def buildargs(self, *, base_image: str | None) -> dict[str, str]:
         """Build args for one image; proxies pass through from the environment."""
-        args = {name: os.environ[key] for name in PROXY_VARIABLES for key in (name, name.lower()) if os.environ.get(key)}
+        args = {key.upper(): os.environ[key] for key in proxy_keys()}
         optional = {"PIP_INDEX_URL": self.pip_index_url, "TORCH_INDEX_URL": self.torch_index_url,
                     "APT_MIRROR": self.apt_mirror, "BASE_IMAGE": base_image}
         args.update({key: value for key, value in optional.items() if value})
@@ -91,6 +94,11 @@ class BuildInputs:
                 needed = installs_torch or not TORCH_STACK_WHEEL.match(wheel.name) or wheel_project(wheel.name) in wanted
                 if needed and runs_on(wheel.name, machine):
                     link_or_copy(wheel, config / "wheelhouse" / wheel.name)
+
+
+def proxy_keys() -> list[str]:
+    """The proxy variables set in the environment, each as spelled there (HTTPS_PROXY, then https_proxy, which wins)."""
+    return [key for name in PROXY_VARIABLES for key in (name, name.lower()) if os.environ.get(key)]
 
 
 def wheel_project(wheel: str) -> str:

@@ -259,6 +259,8 @@ def extra_ngc_rows(path: Path) -> list[dict[str, Any]]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise UserError(f"{EXTRA_ENV}={path}: cannot read it: {str(exc).splitlines()[0]}") from None
+    except RecursionError:  # PyYAML's parser recurses per level of nesting
+        raise UserError(f"{EXTRA_ENV}={path}: cannot read it: nested too deeply") from None
     if not isinstance(data, dict) or set(data) != {"ngc"} or not isinstance(data["ngc"], list):
         raise UserError(f"{EXTRA_ENV}={path}: must hold only 'ngc', a list of rows each with {', '.join(EXTRA_REQUIRED)}")
     rows = []

@@ -19,6 +19,7 @@ MAX_DEPTH = 50
 # A matrix has a few hundred values; aliases that multiply past this (a "billion laughs" document) are refused
 # while converting, before they cost time or memory.
 MAX_VALUES = 20_000
+MAX_BYTES = 16 << 20  # far above MAX_VALUES values; a bigger file (or a device) is not read into memory
 
 
 @dataclass
@@ -71,11 +72,17 @@ def load_text(text: str, file: str) -> Located:
 
 
 def load_file(path: Path) -> Located:
-    """Read and parse a YAML file; a missing or unreadable file is a UserError."""
+    """Read and parse a YAML file; a missing, unreadable, oversized or non-UTF-8 file is a UserError. At most
+    MAX_BYTES are read: a path that never ends (/dev/zero) is refused, not read into memory."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # newlines as read_text reads them
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError([Problem(str(path), None, None, None, f"cannot read file: {exc}")]) from None
+    if len(data) > MAX_BYTES:
+        raise UserError([Problem(str(path), None, None, None, f"cannot read file: more than {MAX_BYTES} bytes, "
+                                                              "too big for a matrix")])
     return load_text(text, str(path))
 
 

@@ -141,7 +141,7 @@ def image_manifest(body: bytes, what: str) -> tuple[str, str]:
     """(media type, config digest) of one image's manifest, from its own bytes; anything else refuses the release."""
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # the registry's bytes: not JSON, or nested past Python's limit
         data = None
     if not isinstance(data, dict):
         raise PromotionRefused(f"{what}: the registry holds no JSON manifest under its digest; no release tag was written")
@@ -162,7 +162,7 @@ def config_platform_problem(config: bytes, platform: str) -> str | None:
     its architecture's default, v8 for arm64, as containerd reads it), or None."""
     try:
         data = json.loads(config)
-    except ValueError:
+    except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict):
         return "its config is not a JSON object"

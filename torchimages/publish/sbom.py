@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from ..errors import UserError
+from ..input.grammar import package_kind_problem
 from ..report import SbomStage
 from ..settings import SETTINGS
 
@@ -72,8 +73,9 @@ def syft_error(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def stage_of(path: Path, image_id: str) -> SbomStage:
+    """The record of the SBOM syft wrote (or an earlier scan left in the cache): read as input, like any other file."""
     data = path.read_bytes()
-    counts = Counter(kind for kind, _, _ in purls(json.loads(data)))
+    counts = Counter(kind for kind, _, _ in purls(document_of(data, path)))
     return SbomStage(path=str(path), sha256=hashlib.sha256(data).hexdigest(), image_id=image_id, packages=dict(counts))
 
 
@@ -88,20 +90,26 @@ def purls(document: object) -> list[tuple[str, str, str]]:
             locator = ref.get("referenceLocator") if isinstance(ref, dict) else None
             if ref.get("referenceType") == "purl" and isinstance(locator, str) and locator.startswith("pkg:"):
                 kind, _, rest = locator[4:].partition("/")
+                if package_kind_problem(kind):  # the kind is a key of the manifest's counts, which its reader checks
+                    break
                 path, _, version = rest.split("?")[0].partition("@")
                 found.append((kind, unquote(path.rsplit("/", 1)[-1]).lower(), unquote(version)))
                 break
     return found
 
 
-def packages_of(content: bytes, file: Path) -> dict[str, dict[str, str]]:
-    """type -> name -> version, for comparing two SBOMs (build.py diff); `file` names them in an error."""
+def document_of(content: bytes, file: Path) -> object:
+    """The JSON an SBOM file holds; anything else is one UserError naming `file`."""
     try:
-        document = json.loads(content.decode("utf-8"))
+        return json.loads(content.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise UserError(f"{file}: not an SPDX JSON SBOM ({type(exc).__name__})") from None
+
+
+def packages_of(content: bytes, file: Path) -> dict[str, dict[str, str]]:
+    """type -> name -> version, for comparing two SBOMs (build.py diff); `file` names them in an error."""
     table: dict[str, dict[str, str]] = {}
-    for kind, name, version in purls(document):
+    for kind, name, version in purls(document_of(content, file)):
         table.setdefault(kind, {})[name] = version
     return table
 

@@ -14,7 +14,8 @@ from typing import Any
 from rich.table import Table
 
 from ..engine import ENGINE_ERRORS
-from ..errors import UserError
+from ..errors import UserError, visible
+from ..input import grammar
 from ..settings import SETTINGS
 from .smoke import SmokeRunner
 
@@ -52,9 +53,27 @@ def parse_result(code: int, stdout: str, stderr: str) -> dict[str, Any]:
         exit_text = "timed out" if code == 124 else f"exited {code}"
         return {"error": f"the benchmark {exit_text}: " + " | ".join(stderr.strip().splitlines()[-3:])}
     try:
-        return json.loads(lines[-1])
-    except ValueError:
-        return {"error": f"the benchmark printed no result; its last line: {lines[-1][:300]}"}
+        result = json.loads(lines[-1])
+    except (ValueError, RecursionError):
+        result = None
+    if not shaped(result):  # the image's answer: printed, gated and recorded only in the shape the script prints
+        return {"error": f"the benchmark printed no result; its last line: {visible(lines[-1][:300])}"}
+    return result
+
+
+ROW_TEXTS = ("case", "a", "b", "unit")
+ROW_NUMBERS = ("a_per_s", "b_per_s", "speedup")
+
+
+def shaped(result: object) -> bool:
+    """Whether `result` is the script's shape: device and torch as text, rows of names and finite numbers."""
+    if not isinstance(result, dict) or not isinstance(result.get("rows"), list):
+        return False
+    if not all(isinstance(result.get(key), str) for key in ("device", "torch")):
+        return False
+    return all(isinstance(row, dict) and all(isinstance(row.get(key), str) for key in ROW_TEXTS)
+               and not any(grammar.number_problem(row.get(key)) or row.get(key) is None for key in ROW_NUMBERS)
+               for row in result["rows"])
 
 
 def local(seconds: float, python: str = sys.executable) -> dict[str, Any]:

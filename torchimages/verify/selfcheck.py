@@ -53,7 +53,7 @@ def facts_from(python: str, stdout: str) -> dict:
     lines = stdout.strip().splitlines()
     try:
         facts = json.loads(lines[-1]) if lines else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's limit
         facts = None
     if (not isinstance(facts, dict) or grammar.count_problem(facts.get("gpus"))
             or grammar.text_problem(facts.get("torch"), grammar.version_problem)

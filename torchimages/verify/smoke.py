@@ -340,8 +340,14 @@ def run_pytest(arguments: list[str], junit: Path, *, budget: float, cwd: Path,
 
 
 def parse_junit(path: Path) -> list[Check]:
+    """The checks of pytest's junit file; one that cannot be read (a suite killed while writing it) is the suite's
+    error (RuntimeError, which the runner records as the image's result)."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (ElementTree.ParseError, OSError) as exc:
+        raise RuntimeError(f"the suite's results ({path.name}) could not be read: {exc}") from None
     checks = []
-    for case in ElementTree.parse(path).getroot().iter("testcase"):
+    for case in root.iter("testcase"):
         name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{HOST_PARAMETER.sub('', case.get('name', ''))}"
         name = name.replace("[]", "")
         outcome, message = "passed", ""

@@ -71,4 +71,12 @@ def first_lines(message: str, count: int = 3) -> str:
 
 
 def load_report(path: Path, release: str, matrix_file: str) -> Report:
-    return Report.load(path) if path.exists() else Report(release=release, matrix=matrix_file)
+    """The release's report to add to (a new one where none is); another release's is refused, as push refuses it:
+    its images would get this release's tested image IDs."""
+    if not path.exists():
+        return Report(release=release, matrix=matrix_file)
+    found = Report.load(path)
+    if found.release != release:
+        raise UserError(f"{path} is the report of release {found.release}, not {release}: give --report the report of "
+                        f"{release}, or a new path")
+    return found

@@ -80,3 +80,34 @@ def test_ordinary_urls_and_base_images_pass() -> None:
     BuildInputs(apt_mirror="http://172.17.0.1:8080", pip_index_url="https://user:token@pypi.example.com/simple/",
                 torch_index_url="https://download.pytorch.org/whl/cu121",
                 base_image="127.0.0.1:5443/ml/base:v1@sha256:" + "0" * 64).check()
+
+
+@pytest.mark.parametrize(("name", "value"), [("HTTPS_PROXY", "http://proxy.example.com:3128\nRUN id"),
+                                             ("no_proxy", "localhost,\x1b[2J.example.com"),
+                                             ("http_proxy", "http://ci:s3cret@proxy.example.com:3128\u202e")])
+def test_a_proxy_variable_that_is_not_one_line_of_text_is_refused_before_anything_is_built(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, value: str) -> None:
+    """Proxies come from the environment and go to every build as they are (Docker's predefined build arguments): one
+    that is not one line of visible text is refused, named, its password never shown."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(UserError) as refused:
+        BuildInputs().check()
+    message = str(refused.value)
+    assert message.startswith(f"{name}: holds the control or invisible character") and "\n" not in message, message
+    assert "s3cret" not in message
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    result = run_cli("--tag", "v2.7", "--dry-run", cwd=tmp_path)  # refused before the plan, as the other inputs are
+    assert result.returncode == 2 and f"{name}: holds the control" in result.stderr, result.stderr
+
+
+def test_a_proxy_with_credentials_is_passed_but_never_hashed_into_the_content_label(monkeypatch: pytest.MonkeyPatch,
+                                                                                   tmp_path: Path) -> None:
+    from torchimages.build.cache import content_digest
+
+    (tmp_path / "Dockerfile").write_text("FROM x\nRUN true\n")
+    parent = "sha256:" + "1" * 64
+    monkeypatch.setenv("HTTPS_PROXY", "http://ci:s3cret@proxy.example.com:3128")
+    BuildInputs().check()
+    args = BuildInputs().buildargs(base_image=None)
+    assert args["HTTPS_PROXY"] == "http://ci:s3cret@proxy.example.com:3128"
+    assert content_digest(tmp_path, args, parent) == content_digest(tmp_path, {}, parent)

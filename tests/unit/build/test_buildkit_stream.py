@@ -88,6 +88,30 @@ def test_a_failed_step_is_named_with_its_error_and_last_output() -> None:
     assert list(state.tail)[-2:] == ["about to fail", "ls: cannot access '/nonexistent': No such file or directory"]
 
 
+HOSTILE_STREAM = """\
+#5 [1/99999999999999999999] RUN echo \x1b]0;owned\x07
+#5 0.1 \x1b[2J$(id) `reboot`
+#5 [stage 2/x] not a step
+#77 ERROR: \x1b[31mdenied\x07\x08\x08FAKE: build succeeded
+#9 writing image sha256:zz done
+"""
+
+
+def test_hostile_stream_lines_are_read_as_text_and_shown_escaped() -> None:
+    """The CLI's output is what a build step printed: odd step numbers, escape sequences and shell text are read as
+    text (never run), the error is the line's, and the view shows it escaped on one line."""
+    import io
+
+    from torchimages.progress import PlainProgress
+
+    state, events = read(HOSTILE_STREAM + "\n" + "x" * 100_000)
+    assert [(e.step, e.steps) for e in events if e.kind == "step"] == [(1, 99999999999999999999)]
+    assert state.outcome.error == "\x1b[31mdenied\x07\x08\x08FAKE: build succeeded" and state.outcome.image_id is None
+    shown = io.StringIO()
+    PlainProgress(shown)(StageEvent("img", "failed", state.outcome.error))
+    assert not {"\x1b", "\x07", "\x08"} & set(shown.getvalue()) and shown.getvalue().count("\n") == 1
+
+
 def fake_docker(folder: Path, version: str, *, buildx: bool = False, script: str = "") -> Path:
     """A docker CLI stand-in: `--version`, `buildx version` (answered when `buildx`), and a build running `script`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -116,6 +140,26 @@ def test_the_cli_is_one_with_buildx_or_a_client_before_23(tmp_path: Path) -> Non
         buildkit.find_cli(f"{modern.parent}:{tmp_path / 'empty'}")
     message = str(refused.value)
     assert f"{modern} 28.2.2 (no buildx plugin" in message and "--builder classic" in message, message
+
+
+def test_a_path_of_odd_entries_and_odd_clis_is_searched_without_a_traceback(tmp_path: Path) -> None:
+    """PATH is the environment's: empty entries, a folder named docker, a docker that may not be run, and CLIs whose
+    --version says something odd are passed over (each named), and a usable one later on PATH is still found."""
+    (tmp_path / "folder" / "docker").mkdir(parents=True)
+    (tmp_path / "plain" / "docker").parent.mkdir()
+    (tmp_path / "plain" / "docker").write_text("#!/bin/sh\necho 'Docker version 20.10.24'\n")  # not executable
+    odd = [fake_docker(tmp_path / f"odd{n}", version)
+           for n, version in enumerate(("28.2.2-beta", "28-beta", "2x.1", "\x1b]0;x\x07"))]
+    old = fake_docker(tmp_path / "old", "20.10.24+dfsg1")
+    search = ":".join(["", str(tmp_path / "folder"), str(tmp_path / "plain"), *(str(o.parent) for o in odd), "",
+                       str(old.parent)])
+    assert buildkit.find_cli(search) == BuildKitCli(str(old), "20.10.24+dfsg1", buildx=False)
+    with pytest.raises(UserError) as refused:
+        buildkit.find_cli(search.removesuffix(str(old.parent)))
+    message = str(refused.value)
+    assert f"{odd[0]} 28.2.2-beta (no buildx plugin" in message, message
+    assert all(f"{cli} (does not answer)" in message for cli in odd[1:]), message
+    assert "\x1b" not in message and "\n" not in message
 
 
 class Engine:

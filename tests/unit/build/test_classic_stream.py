@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections import deque
 
+import pytest
+
 from torchimages.build.classic import ClassicBuilder
 from torchimages.engine import BuildOutcome
 
@@ -39,3 +41,18 @@ def test_only_the_images_the_build_committed_are_recorded() -> None:
     assert outcome.created == ["222222222222", "333333333333"]
     assert containers == ["9a9a9a9a9a9a", "8b8b8b8b8b8b", "7c7c7c7c7c7c"]
     assert outcome.step == "Step 7/7 : RUN false"
+
+
+@pytest.mark.parametrize("answered", ["sha256:abc", "garbage", "sha256:" + "e3" * 32 + "\nmore", 42])
+def test_an_image_id_the_engine_answers_that_is_no_digest_fails_the_build(answered: object) -> None:
+    """The stream's image ID is the engine's answer, read as BuildKit's --iidfile is: what is not one digest is never
+    tagged, tested or pushed."""
+    builder = ClassicBuilder.__new__(ClassicBuilder)
+    outcome = BuildOutcome("img", "t")
+    builder._handle({"aux": {"ID": answered}}, "img", outcome, tail=deque(), containers=[], emit=lambda _e: None)
+    assert not outcome.ok and outcome.image_id is None and "as the image ID, not a digest" in (outcome.error or "")
+    assert "\n" not in (outcome.error or "")
+    good = BuildOutcome("img", "t")
+    builder._handle({"aux": {"ID": "sha256:" + "e3" * 32}}, "img", good, tail=deque(), containers=[],
+                    emit=lambda _e: None)
+    assert good.ok

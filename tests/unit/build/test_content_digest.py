@@ -134,6 +134,27 @@ def test_only_the_releases_own_repository_is_reused_from() -> None:
         CacheSources.parse(("previous",), previous_release("evil.example/ml/pt"), "r.example/ml/pt")
 
 
+@pytest.mark.parametrize("labels", [{}, {buildcache.CONTENT_LABEL: digest(2)},
+                                    {buildcache.CONTENT_LABEL: digest(1) + "\n"}, {buildcache.CONTENT_LABEL: 7}])
+def test_a_pulled_image_whose_own_content_label_is_not_this_builds_is_not_reused(labels: dict) -> None:
+    """The previous release's manifest names the image; the engine's answer for the pulled image (its labels) must say
+    the same content, or the image is built."""
+    from torchimages.build.jobs import BuildRunner
+
+    class Engine:
+        def image_labels(self, _reference: str) -> dict:
+            return labels
+
+    events: list = []
+    runner = BuildRunner.__new__(BuildRunner)
+    runner.engine, runner.emit = Engine(), events.append  # type: ignore[assignment]
+    assert runner._labelled("a", "r.example/ml/pt@sha256:aa", digest(1)) is False
+    assert "not reused" in events[0].message and "\n" not in events[0].message
+    labels_ok = {buildcache.CONTENT_LABEL: digest(1)}
+    runner.engine.image_labels = lambda _reference: labels_ok  # type: ignore[method-assign]
+    assert runner._labelled("a", "r.example/ml/pt@sha256:aa", digest(1)) is True
+
+
 def test_the_stamp_dockerfile_writes_the_release_labels_on_the_previous_image(two_releases: tuple[Path, Path]) -> None:
     text = (two_releases[1] / "torch2.13.0-cpu-py3.11-ssh" / "Dockerfile").read_text()
     stamp = buildcache.stamp_dockerfile("r.example/ml/pt@sha256:aa", text)

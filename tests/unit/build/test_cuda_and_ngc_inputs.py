@@ -56,6 +56,7 @@ ROW = ("ngc:\n- release: test\n  image: torchimages/ngc-shaped:test\n  pytorch: 
     (ROW.replace("cudnn: 8.9.2.26", "cudnn: 8.9.2.26 evil"), "field 'cudnn': '8.9.2.26 evil' is not a version"),
     (ROW + "  extra: 1\n", "field 'extra': is not a field"),
     (ROW.replace("sources:\n  - x", "sources: []"), "field 'sources': must be a list"),
+    ("ngc: " + "[" * 5000 + "]" * 5000 + "\n", "cannot read it: nested too deeply"),
 ])
 def test_unusable_extra_file_exits_2_without_a_traceback(tmp_path: Path, content: str | None, message: str) -> None:
     extra = tmp_path / "extra.yaml"

@@ -249,6 +249,8 @@ def hostile(url_part: str, old: bytes, new: bytes) -> indexes.Fetch:
              b"torch-02.03.01-cp311-cp311-manylinux1_x86_64.whl"), "02.03.01"),
     (hostile(".metadata", b"nvidia-cudnn-cu12 (==8.9.2.26)", b"nvidia-cudnn-cu12 (==8.9.2.26+evil)"),
      "pins nvidia-cudnn-cu12==8.9.2.26+evil"),
+    (hostile("/whl/cu121/", b"torch-2.3.1+cu121-cp311-cp311-linux_x86_64.whl",
+             b"torch-2.3.01+cu121-cp311-cp311-linux_x86_64.whl"), "2.3.01+cu121"),
 ])
 def test_a_hostile_index_changes_nothing_and_says_why(tmp_path: Path, fetch: indexes.Fetch, words: str) -> None:
     data = tmp_path / "compat.yaml"

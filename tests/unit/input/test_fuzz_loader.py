@@ -71,3 +71,21 @@ def test_python_object_tag_runs_nothing(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     refused(f"registry: a.b/c\nimages: !!python/object/apply:os.system ['touch {marker}']\n")
     assert not marker.exists(), "loading the matrix ran the command in a !!python/object/apply tag"
+
+
+@pytest.mark.parametrize("kind", ["folder", "not-utf8", "device", "too-big"])
+def test_a_matrix_path_that_is_no_yaml_text_is_one_line(tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--matrix names any path: a folder, bytes that are not UTF-8, a device that never ends (/dev/zero) or a file too
+    big for a matrix is one line naming it, read no further than the limit."""
+    from torchimages.input import yamlsource
+
+    path = {"folder": tmp_path, "device": Path("/dev/zero")}.get(kind, tmp_path / "matrix.yaml")
+    if kind == "not-utf8":
+        path.write_bytes(b"registry: r.example.com/ml/x\n\xff\xfe\n")
+    if kind == "too-big":
+        monkeypatch.setattr(yamlsource, "MAX_BYTES", 1000)
+        path.write_text("# padding\n" * 200)
+    with pytest.raises(UserError) as refused:
+        matrix.load(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: cannot read file") and "\n" not in message, message

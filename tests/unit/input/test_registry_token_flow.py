@@ -23,12 +23,13 @@ class TokenRegistry(AnsweringHandler):
     asked: ClassVar[list[tuple[str, str]]] = []
     realm: ClassVar[str] = "https://{host}/token"  # what the challenge names; {host}: the Host the client asked
     digest: ClassVar[str] = DIGEST  # what the manifest's Docker-Content-Digest says
+    token: ClassVar[bytes] = json.dumps({"token": "anon-token"}).encode()  # what the realm answers
 
     def do_GET(self) -> None:
         TokenRegistry.asked.append((self.path, self.headers.get("Authorization") or ""))
         host = self.headers["Host"]
         if self.path.startswith("/token?"):
-            self.answer(200, json.dumps({"token": "anon-token"}).encode(), {"Content-Type": "application/json"})
+            self.answer(200, TokenRegistry.token, {"Content-Type": "application/json"})
         elif self.headers.get("Authorization") != "Bearer anon-token":
             realm = TokenRegistry.realm.format(host=host, port=host.rsplit(":", 1)[1])
             self.answer(401, b"{}", {"WWW-Authenticate": f'Bearer realm="{realm}",'
@@ -70,6 +71,7 @@ def challenge() -> Iterator[type[TokenRegistry]]:
     TokenRegistry.asked.clear()
     yield TokenRegistry
     TokenRegistry.realm, TokenRegistry.digest = "https://{host}/token", DIGEST
+    TokenRegistry.token = json.dumps({"token": "anon-token"}).encode()
 
 
 def test_credentials_go_to_a_token_realm_on_the_registrys_own_host(server: tuple[str, Path], challenge: type) -> None:
@@ -105,3 +107,29 @@ def test_a_digest_the_registry_made_up_is_refused(server: tuple[str, Path], chal
     challenge.digest = answered
     with pytest.raises(requests.RequestException, match="is not a digest"):
         RegistryClient(host, ca=ca).digest("library/debian", "bookworm-slim")
+
+
+@pytest.mark.parametrize("allowed", ["*", "local*", ".localhost", "localhost.evil.example", " , ,", "127.0.0.1"])
+def test_token_hosts_are_whole_host_names_never_patterns(server: tuple[str, Path], challenge: type,
+                                                         monkeypatch: pytest.MonkeyPatch, allowed: str) -> None:
+    """TORCHIMAGES_TOKEN_HOSTS names hosts that may receive the credentials: a value that is a pattern, a suffix or
+    another host's name trusts no realm on localhost, which is then asked anonymously."""
+    host, ca = server
+    challenge.realm = "https://localhost:{port}/token"
+    monkeypatch.setenv("TORCHIMAGES_TOKEN_HOSTS", allowed)
+    assert RegistryClient(host, username="ci", password="s3cret", ca=ca).digest("library/debian", "bookworm-slim")
+    assert [auth for path, auth in challenge.asked if path.startswith("/token?")] == [""], allowed
+
+
+@pytest.mark.parametrize("answer", [b"not json", b"[]", b'{"token": ""}', b'{"token": 7}',
+                                    json.dumps({"token": "anon-token\r\nX-Evil: 1"}).encode(), b"[" * 100_000],
+                         ids=["text", "list", "empty", "number", "header-injection", "nested"])
+def test_a_realm_that_answers_no_one_line_token_is_refused(server: tuple[str, Path], challenge: type,
+                                                          answer: bytes) -> None:
+    """The realm's answer goes into an Authorization header: what is not one line of visible text is no token."""
+    host, ca = server
+    challenge.token = answer
+    with pytest.raises(requests.RequestException, match="answered no token") as refused:
+        RegistryClient(host, ca=ca).digest("library/debian", "bookworm-slim")
+    assert "X-Evil" not in str(refused.value)
+    assert not any(auth.startswith("Bearer anon-token\r") for _, auth in challenge.asked)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import requests
 import yaml
 
 from torchimages.events import StageEvent
@@ -458,3 +459,41 @@ def test_every_file_promote_writes_is_checked_before_the_first_tag(two_platforms
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert f"--manifest {tmp_path / 'release.json'}" in result.stderr and blocked in result.stderr, result.stderr
     assert ManifestRegistry.puts == [] and not (tmp_path / "release.json").exists()
+
+
+@pytest.mark.parametrize("answer", [b"[" * 100_000 + b"]" * 100_000, b"\xff", b"null"], ids=["nested", "not-utf8", "null"])
+def test_a_manifest_or_config_the_registry_answers_that_is_no_json_object_refuses_the_release(answer: bytes) -> None:
+    """The registry's bytes are read as JSON only after they hash to the digest asked for; what they hold is still the
+    registry's word: nested past any limit, not UTF-8 or not an object, it refuses the release in one sentence."""
+    with pytest.raises(promote.PromotionRefused, match="the registry holds no JSON manifest"):
+        promote.image_manifest(answer, "img")
+    assert promote.config_platform_problem(answer, AMD64) == "its config is not a JSON object"
+
+
+@pytest.mark.parametrize(("served", "words"), [(b"{}", "the registry answered another blob for that digest"),
+                                               (b"x" * (promote.MAX_CONFIG_BYTES + 1), "more than the")])
+def test_a_config_blob_that_is_not_its_digest_or_too_big_refuses_the_release(registry: tuple[str, Path], served: bytes,
+                                                                            words: str) -> None:
+    host, ca = registry
+    promotions = promote.plan(candidates(host), dict.fromkeys(IMAGES, AMD64))
+    CONFIGS[json.loads(body_of(0))["config"]["digest"]] = served
+    try:
+        with pytest.raises(promote.PromotionRefused, match=words):
+            promoter(host, ca)[0].inspect(promotions)
+    finally:
+        body_of(0)  # serves the real config again
+    assert ManifestRegistry.puts == []
+
+
+@pytest.mark.parametrize(("body", "words"), [(b'{"schemaVersion": 2}', "answered a manifest without a config"),
+                                             (b'{"config": {"digest": "sha256:abc"}}', "is not a digest"),
+                                             (b"[" * 100_000, "answered a manifest without a config")],
+                         ids=["no-config", "short-digest", "nested"])
+def test_a_tag_read_back_without_a_config_digest_is_refused(registry: tuple[str, Path], body: bytes, words: str) -> None:
+    """What push reads back after a push (RegistryClient.tag): the manifest's config digest is the registry's word that
+    the tag holds the image pushed; what is not one digest is an error, never compared as if it were."""
+    host, ca = registry
+    ManifestRegistry.by_digest[digest_of(body)] = body
+    ManifestRegistry.tags["v2.7-odd"] = digest_of(body)
+    with pytest.raises(requests.RequestException, match=words):
+        RegistryClient(host, ca=ca).tag("ml/pt", "v2.7-odd")

@@ -198,3 +198,34 @@ def test_a_base_not_pushed_keeps_back_the_variants_of_its_own_platform() -> None
     assert [(o.image, o.error, o.tried) for o in outcomes] == [
         (base.image, "not pushed: over its size budget: grew 9% over v2.6", False),
         (ssh.image, f"not pushed: its base {entry} (linux/arm64) was not pushed", False)]
+
+
+def test_a_digest_the_engines_push_stream_makes_up_is_not_believed_without_the_registrys_read_back() -> None:
+    """The push stream is the engine's answer (aux.Digest): the image counts as pushed only when the registry, read back
+    after the push, holds that digest under the tag; a made-up one is the image's error, never recorded as pushed."""
+    tested = "sha256:" + "e" * 64
+
+    class Engine:
+        def image_id(self, _tag: str) -> str:
+            return tested
+
+        def tag(self, *_args: object) -> None:
+            return None
+
+        def push(self, *_args: object) -> list[dict]:
+            return [{"status": "Pushed", "id": "\x1b[2Jlayer"}, {"aux": {"Digest": "sha256:made-up\n", "Size": -1}}]
+
+    class Registry:
+        def __init__(self) -> None:  # no tag before the push; then the one the registry really holds
+            self.answers = [None, registry.RemoteTag("sha256:" + "a" * 64, tested)]
+
+        def tag(self, _name: str, _tag: str) -> registry.RemoteTag | None:
+            return self.answers.pop(0)
+
+    pusher = publish.Publisher(Engine(), "registry.example.com/ml/pytorch", Release("v2.7"), credentials=None,  # type: ignore[arg-type]
+                               retries=0)
+    pusher.registry = Registry()  # type: ignore[assignment]
+    record = ImageRecord("img", "img", "base", "r/img:v2.7", "built", {}, image_id=tested,
+                         smoke=SmokeStage(9, 0, 0, 0, 1.0, 0, {}, None, image_id=tested))
+    outcome = pusher._publish_one(record, "v2.7-img")
+    assert outcome.error == f"the registry reports sha256:{'a' * 64} after the push", outcome

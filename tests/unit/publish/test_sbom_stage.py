@@ -3,6 +3,7 @@ time (syft itself reads real images in tests/integration/publish/test_publish.py
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -85,3 +86,38 @@ def test_scans_run_one_at_a_time_where_the_temporary_folder_holds_one(monkeypatc
         monkeypatch.setattr(publishstage.shutil, "disk_usage", lambda _path, free=free: SimpleNamespace(free=free))
         publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None)
         assert syft.most == most, (free, syft.most)
+
+
+def fake_syft(folder: Path, written: bytes) -> str:
+    """A syft stand-in that writes `written` where `-o spdx-json=PATH` asks."""
+    (folder / "written").write_bytes(written)
+    script = folder / "syft"
+    script.write_text(f'#!/bin/sh\nfor a; do case "$a" in spdx-json=*) cp "{folder / "written"}" "${{a#spdx-json=}}";; '
+                      "esac; done\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize("written", [b"not json", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000, b""],
+                         ids=["text", "not-utf8", "nested", "empty"])
+def test_an_sbom_that_is_not_spdx_json_is_one_line_and_never_recorded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                      written: bytes) -> None:
+    """What syft wrote (or an earlier scan left in the cache) is read back as input: what is not JSON is refused in one
+    line naming the file, and no record of it is made."""
+    monkeypatch.setattr(sbom, "syft", lambda: fake_syft(tmp_path, written))
+    with pytest.raises(UserError) as refused:
+        sbom.generate("sha256:" + "a" * 64, tmp_path / "out" / "x.spdx.json", cache=tmp_path / "cache")
+    message = str(refused.value)
+    assert "not an SPDX JSON SBOM" in message and "\n" not in message, message
+
+
+def test_package_kinds_an_sbom_names_outside_the_grammar_are_not_counted(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """A package URL's type becomes a key of the manifest's package counts, which the manifest's reader checks: one
+    the grammar refuses is passed over here, so push never writes a manifest its own reader refuses."""
+    refs = [{"referenceType": "purl", "referenceLocator": locator}
+            for locator in ("pkg:deb/debian/bash@5.2", "pkg:../x@1", "pkg:de\nb/debian/x@1", "pkg:" + "p" * 40 + "/x@1")]
+    document = {"packages": [{"externalRefs": [ref]} for ref in refs]}
+    monkeypatch.setattr(sbom, "syft", lambda: fake_syft(tmp_path, json.dumps(document).encode()))
+    stage = sbom.generate("sha256:" + "b" * 64, tmp_path / "out" / "x.spdx.json", cache=tmp_path / "cache")
+    assert stage.packages == {"deb": 1}

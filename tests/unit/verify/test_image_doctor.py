@@ -232,3 +232,25 @@ def test_a_damaged_image_json_never_stops_a_container_or_prints_a_traceback(tmp_
     assert len(started.stderr.splitlines()) <= 1, started.stderr
     full = doctor_at_startup(tmp_path, smi, image_json, "--json")
     assert full.returncode in (0, 1, 2) and "Traceback" not in full.stderr, full.stderr
+
+
+@pytest.mark.parametrize(("text", "driver"), [
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Release Build  (dvs-builder@U16)\n", "580.95.05"),
+    ("Kernel Module  \u0665\u0668\u0660.95.05\n", None),  # Arabic-Indic digits: no driver any tool prints
+    ("Kernel Module  580\n", None),
+    ("Kernel Module  580.95.05\x1b[2J; rm -rf /\n", "580.95.05"),
+    ("", None),
+    (None, None),  # not there, or not readable
+])
+def test_the_proc_driver_file_gives_a_version_or_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                         text: str | None, driver: str | None) -> None:
+    """/proc/driver/nvidia/version is the host kernel's word on the driver (readable without --gpus): only the version
+    after 'Kernel Module', in ASCII digits, is taken; anything else is no driver."""
+    module = doctor()
+    version = tmp_path / "version"
+    if text is not None:
+        version.write_text(text, encoding="utf-8")
+    real_open = open
+    monkeypatch.setattr(module, "open", lambda path, *a, **k: real_open(version if path.startswith("/proc/") else path,
+                                                                          *a, **k), raising=False)
+    assert module.proc_driver() == driver

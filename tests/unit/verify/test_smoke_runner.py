@@ -7,8 +7,11 @@ tests/integration/verify/test_smoke.py.
 
 from __future__ import annotations
 
+import http.server
+import json
 import signal
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from torchimages.containers import Containers
 from torchimages.verify import bench
 from torchimages.verify.smoke import SmokeRunner, run_pytest
 
+from ..conftest import AnsweringHandler
 from ..fake_engine import REFUSED, FakeEngine
 
 
@@ -101,6 +105,25 @@ def test_a_failing_image_is_an_error_result_not_a_traceback() -> None:
     assert "printed no result" in bench.parse_result(0, "not json\n", "")["error"]
 
 
+ROW = {"case": "matmul", "a": "TF32 off", "b": "TF32 on", "a_per_s": 1.0, "b_per_s": 2.0, "speedup": 2.0, "unit": "x"}
+
+
+@pytest.mark.parametrize("printed", [
+    "[1, 2]", "{}", '{"device": "cpu", "torch": "2.13.0", "rows": {}}', "[" * 100_000 + "]" * 100_000,
+    json.dumps({"device": "cpu", "torch": "2.13.0", "rows": [{**ROW, "speedup": "fast"}]}),
+    json.dumps({"device": "cpu", "torch": "2.13.0", "rows": [{**ROW, "a": None}]}),
+    json.dumps({"device": "cpu", "torch": "2.13.0", "rows": [{**ROW, "b_per_s": float("nan")}]}),
+    json.dumps({"device": 7, "torch": "2.13.0", "rows": []}),
+], ids=["list", "empty", "rows-object", "nested", "speedup-text", "name-null", "nan", "device-number"])
+def test_a_bench_answer_outside_its_shape_is_an_error_result(printed: str) -> None:
+    """The benchmark's last line is the image's answer: only its shape (device, torch, rows of names and numbers) is
+    printed, gated and recorded; anything else is the image's error, never a traceback in the table or the gate."""
+    result = bench.parse_result(0, f"a library's line\n{printed}\n", "")
+    assert set(result) == {"error"} and "the benchmark printed no result" in result["error"], result
+    good = {"device": "cpu", "torch": "2.13.0", "rows": [ROW], "note": ""}
+    assert bench.parse_result(0, json.dumps(good), "") == good
+
+
 def test_a_passing_check_carries_its_note_into_the_results(tmp_path: Path) -> None:
     suite = tmp_path / "test_note.py"
     suite.write_text(textwrap.dedent("""
@@ -143,3 +166,59 @@ def test_a_service_of_an_emulated_image_is_given_longer_to_answer(tmp_path: Path
         patience[platform] = facts["patience"]
     assert waited == {"linux/arm64": 180.0, "linux/amd64": 30.0}
     assert patience == {"linux/arm64": 6, "linux/amd64": 1}  # the suite's own time limits (tests/smoke/conftest.py)
+
+
+BOMB = ('<?xml version="1.0"?><!DOCTYPE l [<!ENTITY a "aaaaaaaaaa">' + "".join(
+    f'<!ENTITY {chr(98 + n)} "{("&" + chr(97 + n) + ";") * 10}">' for n in range(9)) + ']><testsuite><testcase name="&j;"/>'
+    "</testsuite>")
+
+
+@pytest.mark.parametrize("written", ['<testsuite><testcase name="x"', "not xml", BOMB, ""],
+                         ids=["truncated", "text", "entity-bomb", "empty"])
+def test_a_results_file_that_is_no_junit_xml_is_an_error_of_the_suite(tmp_path: Path, written: str) -> None:
+    """pytest's junit file is read back as input (a suite killed while writing it leaves half a file): what cannot be
+    read is the suite's error, which the runner records as the image's result, never a traceback."""
+    from torchimages.verify.smoke import parse_junit
+
+    junit = tmp_path / "junit.xml"
+    junit.write_text(written)
+    with pytest.raises(RuntimeError, match=r"the suite's results \(junit.xml\) could not be read"):
+        parse_junit(junit)
+
+
+class Jupyter(AnsweringHandler):
+    """A server on Jupyter's port whose /api answers `status` (Jupyter's own answers 200 once it serves)."""
+
+    status = 500
+
+    def do_GET(self) -> None:
+        self.answer(Jupyter.status, b"<html>\x1b[2J</html>", {"Content-Type": "text/html"})
+
+
+class Stopped:
+    """The container stand-in: running, its log a line the error carries."""
+
+    def check_running(self, _container: str) -> None:
+        return None
+
+    def logs(self, _container: str) -> str:
+        return "jupyter: starting"
+
+
+@pytest.mark.parametrize("status", [500, 403, 404])
+def test_a_jupyter_port_that_answers_an_error_is_not_serving(monkeypatch: pytest.MonkeyPatch, status: int) -> None:
+    """/api's answer is the server's word that it serves: an error answer (a proxy's 500, a 403 before the token is
+    set up) is waited past and ends in the wait's error with the container's log, never taken for Jupyter."""
+    from torchimages.verify import smoke
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Jupyter)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/api"
+    try:
+        monkeypatch.setattr(Jupyter, "status", status)
+        with pytest.raises(RuntimeError, match="did not answer within 1 s; container log:\njupyter: starting"):
+            smoke.wait_http(url, 1.0, Stopped(), "c1")  # type: ignore[arg-type]
+        monkeypatch.setattr(Jupyter, "status", 200)
+        smoke.wait_http(url, 5.0, Stopped(), "c1")  # type: ignore[arg-type]
+    finally:
+        server.shutdown()
