@@ -286,6 +286,7 @@ def test_render_check_reports_a_link_in_the_rendered_folder(tmp_path: Path, kind
     linked = context / ("image" if kind == "folder" else "Dockerfile")
     assert result.returncode == 1 and f"  {linked}\n" in result.stderr, result.stderr
 
+
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1:9", "bogus://x", "tcp://[::1", "unix:///no/such.sock\x1b[2J\nforged"])
 def test_a_docker_host_where_no_engine_answers_is_one_line(monkeypatch: pytest.MonkeyPatch, address: str) -> None:
     """DOCKER_HOST is the environment's word for where the engine is: an address nothing answers at, or one that is no
