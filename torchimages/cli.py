@@ -21,6 +21,7 @@ from .options import (
     logs_option,
     matrix_option,
     output_file,
+    output_folder,
     plain_option,
     push_options,
     push_options_from,
@@ -126,6 +127,58 @@ def promote(matrix_path: Path, release: str, candidates_path: Path, plain: bool,
     with release_stages.shown(plain, Workspace.logs(release, logs)) as (emit, _):
         code = promotestage.run(plan, candidates, release_path, options, emit)
     sys.exit(code)
+
+
+@main.command()
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, callback=output_folder,
+              help="Folder for cosign.key (mode 0600) and cosign.pub; neither is ever replaced.")
+@click.option("--password-stdin", "password_stdin", is_flag=True,
+              help="Encrypt the private key with a passphrase read from standard input (else TORCHIMAGES_SIGN_PASSWORD, "
+                   "else unencrypted).")
+def keygen(out_dir: Path, password_stdin: bool) -> None:
+    """Make an ECDSA P-256 key pair for --sign-key (the private key) and verify --key (the public key)."""
+    import os
+
+    from .publish import signing
+
+    passphrase = sys.stdin.readline().rstrip("\r\n") if password_stdin else os.environ.get(signing.PASSWORD_ENV, "")
+    private, public = signing.keygen(out_dir, passphrase.encode() or None)
+    key = signing.load_public_key(public)
+    out.print(f"{private} (private, {'encrypted' if passphrase else 'not encrypted'}), {public}: key {key.fingerprint}")
+
+
+@main.command()
+@click.argument("reference")
+@click.option("--key", "key_path", type=click.Path(path_type=Path, dir_okay=False), required=True,
+              help="The release's public key (cosign.pub; the release manifest names its fingerprint).")
+@click.option("--platform", "platform_name", help="Follow an image index to this platform's image (linux/arm64).")
+@click.option("--registry-user", help="Log in as this user (default: the docker config's credentials).")
+@click.option("--password-env", default="TORCHIMAGES_REGISTRY_PASSWORD", show_default=True,
+              help="Environment variable holding the password for --registry-user.")
+@click.option("--registry-ca", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="CA of the registry's TLS certificate [/etc/docker/certs.d/HOST/ca.crt if present].")
+def verify(reference: str, key_path: Path, platform_name: str | None, **registry: object) -> None:
+    """Check REFERENCE's signature and attestations with the key; print what they say. Exit 1 when it is not signed,
+    tampered or signed with another key."""
+    from .publish import signing, verification
+    from .publish.pushstage import PushOptions
+    from .registry import registry_client
+
+    parsed = verification.parse_reference(reference)
+    verification.check_platform(platform_name)
+    public = signing.load_public_key(key_path)
+    ca = registry["registry_ca"] if isinstance(registry["registry_ca"], Path) else None
+    options = PushOptions(parsed.repository, registry_user=registry["registry_user"],  # type: ignore[arg-type]
+                          password_env=str(registry["password_env"]), registry_ca=ca)
+    client = registry_client(parsed.host, options.credentials(), ca)
+    verdict = verification.Verifier(client, parsed, public).run(platform_name)
+    for line in verdict.lines:
+        out.print(line, markup=False, highlight=False)
+    for problem in verdict.problems:
+        err.print(f"not verified: {problem}", markup=False, highlight=False)
+    if verdict.valid:
+        out.print(f"verified: {parsed}", markup=False, highlight=False)
+    sys.exit(0 if verdict.valid else 1)
 
 
 @main.command(name="diff")

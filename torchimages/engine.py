@@ -60,6 +60,7 @@ class BuildOutcome:
     seconds: float | None = None
     content_digest: str | None = None
     reused: str | None = None
+    materials: dict[str, object] | None = None  # what the build read, for its provenance (build.jobs.materials_of)
     _reused: bool = field(default=False, init=False, repr=False)  # stream state: the current step reused the cache
 
     @property
@@ -146,6 +147,10 @@ class Engine:
         except docker.errors.ImageNotFound:
             return None
         return f"{data.get('Os') or 'linux'}/{data.get('Architecture') or 'amd64'}"
+
+    def version(self) -> str:
+        """The engine's version (20.10.24, 26.1.5), as its API answers it."""
+        return str(self.api.version().get("Version") or "unknown")
 
     def platform(self) -> str:
         """The engine's own platform (linux/amd64): what it builds without emulation."""

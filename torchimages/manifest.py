@@ -11,6 +11,7 @@ its sha256 whenever they are read.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,7 @@ from .input.grammar import (
     image_name_problem,
     image_platform_problem,
     package_kind_problem,
+    pattern,
     platform_problem,
     relative_path_problem,
     release_problem,
@@ -45,9 +47,10 @@ from .input.grammar import (
 from .input.specs import Release, image_tag
 
 IMAGE_FIELDS = ("image", "variant", "tag", "release_tag", "reference", "digest", "size_bytes", "layers", "versions",
-                "content_digest", "smoke", "sbom", "platform", "runs_on")
-TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images", "indexes")
-INDEX_FIELDS = ("name", "release_tag", "reference", "digest", "platforms")
+                "content_digest", "smoke", "sbom", "platform", "runs_on", "signature")
+TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images", "indexes", "signed_by")
+INDEX_FIELDS = ("name", "release_tag", "reference", "digest", "platforms", "signature")
+SIGNED_BY_FIELDS = ("fingerprint", "public_key")
 SMOKE_FIELDS = ("passed", "failed", "skipped", "skipped_no_gpu")
 
 
@@ -93,6 +96,7 @@ class ManifestImage:
     sbom: SbomFile | None = None
     platform: str = DEFAULT_PLATFORM
     runs_on: dict[str, str] | None = None  # what a host needs (specs.ImageSpec.runs_on); None in older manifests
+    signature: str | None = None  # the digest of its signature manifest (sha256-HEX.sig), when it was signed
 
     @property
     def name(self) -> str:
@@ -108,6 +112,15 @@ class ManifestIndex:
     name: str
     digest: str
     platforms: tuple[tuple[str, str], ...]  # (platform, image) in the order the index lists them
+    signature: str | None = None  # the digest of its signature manifest, when it was signed
+
+
+@dataclass(frozen=True)
+class SignedBy:
+    """The key a release's images and indexes were signed with: its public half (PEM) and its fingerprint."""
+
+    fingerprint: str
+    public_key: str
 
 
 @dataclass(frozen=True)
@@ -118,6 +131,7 @@ class ReleaseManifest:
     candidate: str | None = None  # a candidates' manifest: its images are under RELEASE-CANDIDATE-IMAGE
     promoted_from: str | None = None  # a release's manifest: the candidate its tags were promoted from
     indexes: tuple[ManifestIndex, ...] = ()  # a release's image indexes, one per image built for several platforms
+    signed_by: SignedBy | None = None  # the key its signatures and attestations verify with
 
     @property
     def pushed(self) -> Release:
@@ -152,6 +166,8 @@ class ReleaseManifest:
                 "content_digest": item.content_digest, "smoke": vars(item.smoke), "platform": item.platform}
             if item.runs_on:
                 entry["runs_on"] = item.runs_on
+            if item.signature:
+                entry["signature"] = item.signature
             if item.sbom:
                 entry["sbom"] = {"path": sbom_paths[item.image], "sha256": item.sbom.sha256,
                                  "packages": item.sbom.packages}
@@ -163,7 +179,10 @@ class ReleaseManifest:
         if self.indexes:
             data["indexes"] = [{"name": index.name, "release_tag": f"{self.repository}:{self.release_tag(index.name)}",
                                 "reference": f"{self.repository}@{index.digest}", "digest": index.digest,
-                                "platforms": dict(index.platforms)} for index in self.indexes]
+                                "platforms": dict(index.platforms),
+                                **({"signature": index.signature} if index.signature else {})} for index in self.indexes]
+        if self.signed_by:
+            data["signed_by"] = vars(self.signed_by)
         return data
 
 
@@ -186,7 +205,38 @@ def read(path: Path) -> ReleaseManifest:
                for where, data in top.objects("indexes")] if top.value("indexes", optional=True) is not None else []
     if indexes and manifest.candidate:
         top.refuse("indexes", "a candidates' manifest holds no image index: promote writes them")
-    return replace(manifest, images=tuple(images), indexes=tuple(indexes))
+    return replace(manifest, images=tuple(images), indexes=tuple(indexes), signed_by=read_signed_by(top))
+
+
+def read_signed_by(top: Fields) -> SignedBy | None:
+    """The signing key's public half and fingerprint; the fingerprint is derived from the key, never believed."""
+    signed = top.sub("signed_by", SIGNED_BY_FIELDS, optional=True)
+    if signed is None:
+        return None
+    fingerprint = signed.required_text("fingerprint", digest_problem)
+    value = signed.value("public_key", optional=False)
+    pem = value if isinstance(value, str) else ""
+    der = public_key_der(pem)
+    if der is None:
+        signed.refuse("public_key", "is not a PEM public key (-----BEGIN PUBLIC KEY----- ...)")
+    if f"sha256:{hashlib.sha256(der).hexdigest()}" != fingerprint:
+        signed.refuse("fingerprint", f"{fingerprint} is not the fingerprint of the public key given with it")
+    return SignedBy(fingerprint, pem)
+
+
+PEM_LINE = pattern(r"[A-Za-z0-9+/=]{1,76}")
+
+
+def public_key_der(pem: str) -> bytes | None:
+    """The DER bytes of a PEM public key (what its fingerprint hashes), or None when `pem` is not one."""
+    lines = pem.strip().splitlines()
+    if (len(lines) < 3 or len(pem) > 4096 or lines[0] != "-----BEGIN PUBLIC KEY-----"
+            or lines[-1] != "-----END PUBLIC KEY-----" or not all(PEM_LINE.fullmatch(line) for line in lines[1:-1])):
+        return None
+    try:
+        return base64.b64decode("".join(lines[1:-1]), validate=True)
+    except ValueError:
+        return None
 
 
 def read_index(fields: Fields, manifest: ReleaseManifest, images: list[ManifestImage]) -> ManifestIndex:
@@ -210,7 +260,8 @@ def read_index(fields: Fields, manifest: ReleaseManifest, images: list[ManifestI
                                        "platform in this manifest")
     if not platforms:
         fields.refuse("platforms", "lists no platform")
-    return ManifestIndex(name=name, digest=digest, platforms=tuple((p, str(i)) for p, i in platforms.items()))
+    return ManifestIndex(name=name, digest=digest, platforms=tuple((p, str(i)) for p, i in platforms.items()),
+                         signature=fields.text("signature", digest_problem, optional=True))
 
 
 def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> ManifestImage:
@@ -244,7 +295,8 @@ def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> Manif
         size_bytes=fields.count("size_bytes", optional=True), layers=fields.count("layers", optional=True),
         content_digest=fields.text("content_digest", digest_problem, optional=True),
         sbom=read_sbom(fields, folder), platform=platform,
-        runs_on=fields.table("runs_on", runs_on_key_problem, runs_on_value_problem) or None)  # type: ignore[arg-type]
+        runs_on=fields.table("runs_on", runs_on_key_problem, runs_on_value_problem) or None,  # type: ignore[arg-type]
+        signature=fields.text("signature", digest_problem, optional=True))
 
 
 def read_sbom(fields: Fields, folder: Path) -> SbomFile | None:
@@ -342,4 +394,9 @@ def markdown_table(manifest: ReleaseManifest) -> str:
         lines.append(f"| {item.image} | {item.platform} | `{manifest.reference(item)}` | {v.get('torch')} | "
                      f"{v.get('cuda') or '-'} | {v.get('cudnn') or '-'} | {v.get('python')} | "
                      f"{s.passed} passed, {s.skipped_no_gpu} GPU skipped |")
+    if manifest.signed_by:
+        lines += ["", f"Signed, with the SBOM, provenance and smoke results attested, by the key "
+                      f"`{manifest.signed_by.fingerprint}`; verify a tag with `python build.py verify REFERENCE --key "
+                      "cosign.pub` (or `cosign verify --key cosign.pub --insecure-ignore-tlog REFERENCE`):", "",
+                  "```", manifest.signed_by.public_key.strip(), "```"]
     return "\n".join(lines) + "\n"

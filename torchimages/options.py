@@ -4,6 +4,7 @@ options (build inputs, the size budget, cache sources, push options): what cli.p
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .build.stage import BuildOptions
     from .manifest import ReleaseManifest
     from .publish.pushstage import PushOptions
+    from .publish.signing import SigningKey
 
 
 def matrix_option(function: Callable[..., None]) -> Callable[..., None]:
@@ -181,6 +183,11 @@ def push_option_list(*, with_flag: bool = True, with_candidate: bool = True) -> 
         click.option("--force", is_flag=True, help="Move a release tag that already points at another image."),
         click.option("--manifest", "manifest_path", type=click.Path(path_type=Path), callback=output_file,
                      help="Release manifest JSON [releases/RELEASE.json]."),
+        click.option("--sign-key", type=click.Path(path_type=Path, dir_okay=False), envvar="TORCHIMAGES_SIGN_KEY",
+                     help="ECDSA P-256 private key (PKCS#8 PEM, build.py keygen): push attests each image (SBOM, "
+                          "provenance, smoke results), promote verifies them and signs every release tag."),
+        click.option("--sign-password-stdin", is_flag=True,
+                     help="Read the --sign-key passphrase from standard input (else TORCHIMAGES_SIGN_PASSWORD)."),
     ]
 
 
@@ -218,10 +225,26 @@ def push_options_from(plan: Plan, values: dict, release: str | None = None) -> P
                         "'.', '_' and '-', e.g. rc.42")
     if pushed is not None and candidate is not None:
         planning.check_tag_lengths(plan, pushed.name, "--candidate")
-    return PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
-                       password_env=values["password_env"], password_stdin=values["password_stdin"],
-                       registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"],
-                       release=pushed)
+    options = PushOptions(repository=values["push_registry"] or plan.registry, registry_user=values["registry_user"],
+                          password_env=values["password_env"], password_stdin=values["password_stdin"],
+                          registry_ca=values["registry_ca"], force=values["force"], manifest_path=values["manifest_path"],
+                          release=pushed, sign_key=values.get("sign_key"),
+                          sign_password_stdin=bool(values.get("sign_password_stdin")))
+    options.check()
+    return replace(options, key=signing_key_of(options))
+
+
+def signing_key_of(options: PushOptions) -> SigningKey | None:
+    """The --sign-key, loaded once per command (its passphrase may come on stdin), before anything is built or sent."""
+    if options.sign_key is None:
+        return None
+    context = click.get_current_context(silent=True)
+    cached = context.meta.get("signing_key") if context else None
+    if cached is None:
+        cached = options.signing_key()
+        if context:
+            context.meta["signing_key"] = cached
+    return cached
 
 
 def build_options_from(release: str, images_dir: Path, values: dict, *, repository: str) -> BuildOptions:

@@ -97,6 +97,33 @@ class RegistryClient:
             raise requests.RequestException(f"{name}@{digest}: the registry answered another blob for that digest")
         return content
 
+    def put_blob(self, name: str, content: bytes) -> str:
+        """Upload a blob (a signature's payload, an attestation's envelope) unless the repository holds it; its digest."""
+        digest = f"sha256:{hashlib.sha256(content).hexdigest()}"
+        if self.request("HEAD", f"/v2/{name}/blobs/{digest}", headers={}).status_code == 200:
+            return digest
+        started = self.request("POST", f"/v2/{name}/blobs/uploads/", headers={})
+        started.raise_for_status()
+        location = started.headers.get("Location", "")
+        parts = urlsplit(location)
+        if (parts.scheme or parts.netloc) and f"{parts.scheme}://{parts.netloc}" != self.base:
+            raise requests.RequestException(f"the registry sent the upload to {visible(location)[:80]!r}, not to itself")
+        path = parts.path + ("?" + parts.query if parts.query else "")
+        finished = self.request("PUT", f"{path}{'&' if parts.query else '?'}digest={digest}",
+                                headers={"Content-Type": "application/octet-stream"}, data=content)
+        finished.raise_for_status()
+        return digest
+
+    def referrers(self, name: str, digest: str) -> bytes | None:
+        """The OCI 1.1 referrers index of `digest`, or None where the registry has no referrers API (distribution 2.8
+        answers 404): then attachments live under the fallback tag sha256-HEX."""
+        response = self.get(f"/v2/{name}/referrers/{digest}", headers={"Accept": "application/vnd.oci.image.index.v1+json"})
+        if response.status_code in (404, 405) or not response.headers.get("Content-Type", "").startswith(
+                "application/vnd.oci.image.index.v1+json"):
+            return None
+        response.raise_for_status()
+        return response.content
+
     def put_manifest(self, name: str, tag: str, body: bytes, media_type: str) -> str:
         """Point NAME:TAG at a manifest (no layer moves: the blobs are in the repository); the digest it answers."""
         response = self.request("PUT", f"/v2/{name}/manifests/{tag}", headers={"Content-Type": media_type}, data=body)

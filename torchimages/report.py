@@ -25,6 +25,7 @@ from .input.grammar import (
     image_name_problem,
     image_platform_problem,
     image_reference_problem,
+    materials_problem,
     number_problem,
     optional_problem,
     platform_problem,
@@ -121,6 +122,7 @@ class ImageRecord:
     builder: str | None = None  # what built it in this run (buildjobs.Builder.describe), None when not built here
     platform: str = DEFAULT_PLATFORM  # what it was built for: linux/amd64, linux/arm64
     runs_on: dict[str, str] | None = None  # what a host needs (specs.ImageSpec.runs_on): driver, GPU generations
+    materials: dict[str, Any] | None = None  # what its build read, by digest (build.jobs BuildRunner._materials)
 
     @property
     def smoke_passed(self) -> bool:
@@ -306,6 +308,8 @@ def record_problem(record: ImageRecord) -> tuple[str, str] | None:
     elif record.runs_on is not None:
         checks += [("runs_on", runs_on_key_problem(str(key)) or runs_on_value_problem(value))
                    for key, value in record.runs_on.items()]
+    if record.materials is not None:
+        checks.append(("materials", materials_problem(record.materials)))
     if record.smoke is not None:
         checks.append(("stages.smoke.image_id", optional_problem(record.smoke.image_id, digest_problem)))
         checks += [(f"stages.smoke.{key}", number_problem(getattr(record.smoke, key)))

@@ -146,6 +146,7 @@ class BuildKitBuilder:
     # A build for another platform than the engine's installs torch with the build platform's pip for the target
     # platform (Dockerfile.buildkit's torch-cross stage, TORCH_INSTALL=cross): no emulator unpacks the wheels.
     cross_installs = True
+    dockerfile = BUILDKIT_DOCKERFILE
 
     def __init__(self, engine: Engine, cli: BuildKitCli | None = None, *, stop_grace: float = STOP_GRACE) -> None:
         self.engine = engine

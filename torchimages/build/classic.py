@@ -32,6 +32,7 @@ class ClassicBuilder:
     # Every step of a build for another platform runs under the engine's emulator, the torch install too: the classic
     # builder has no stage of the build's own platform (BuildKit's $BUILDPLATFORM).
     cross_installs = False
+    dockerfile = "Dockerfile"
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine

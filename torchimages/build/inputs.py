@@ -96,6 +96,9 @@ class BuildInputs:
                     link_or_copy(wheel, config / "wheelhouse" / wheel.name)
 
 
+INDEX_ARGS = ("PIP_INDEX_URL", "TORCH_INDEX_URL")  # where pip may download from during a build
+
+
 def proxy_keys() -> list[str]:
     """The proxy variables set in the environment, each as spelled there (HTTPS_PROXY, then https_proxy, which wins)."""
     return [key for name in PROXY_VARIABLES for key in (name, name.lower()) if os.environ.get(key)]

@@ -21,8 +21,8 @@ from . import cache as buildcache
 from . import contexts
 from .cache import CONTENT_LABEL, CacheSources
 from .classic import ClassicBuilder
-from .digests import DigestMemo
-from .inputs import BuildInputs, copy_context
+from .digests import DigestMemo, sha256_of
+from .inputs import INDEX_ARGS, BuildInputs, copy_context
 
 PLATFORM_LABEL = "io.torchimages.platform"  # the platform an image was built for, beside its configuration's own
 # The GPU generations its torch runs on, '+PTX' where it carries PTX ('7.5 8.0 8.6 9.0 10.0 12.0'), per platform: what
@@ -49,6 +49,7 @@ class Builder(Protocol):
 
     # Whether a build for another platform than the engine's installs torch natively (BuildKit's $BUILDPLATFORM stage)
     cross_installs: bool
+    dockerfile: str  # the file of a context it builds from, where the context has it (else Dockerfile)
 
     def stop_builds(self) -> None: ...
 
@@ -210,6 +211,7 @@ class BuildRunner:
                 return self._ended(job, outcome, started, digest=None, previous=None, reused=False)
             buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job), **platform_args(job)}
             digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
+            materials = self._materials(job, context, buildargs)
             labels = {**({CONTENT_LABEL: digest} if digest else {}), PLATFORM_LABEL: job.platform,
                       GPU_ARCHS_LABEL: job.spec.gpu_archs(job.platform) or "none"}
             if not self.engine.no_cache and (held := self._held_here(job, context, labels)):
@@ -224,7 +226,23 @@ class BuildRunner:
                 outcome = self.builder.build(job.image, context, job.tag, buildargs=buildargs, emit=self.emit,
                                              cancel=self.cancel, labels=labels, platform=job.platform,
                                              cache_from=[ref for ref in sources if self._pulled(job.image, ref)])
+        outcome.materials = materials
         return self._ended(job, outcome, started, digest=digest, previous=previous, reused=reused)
+
+    def _materials(self, job: BuildJob, context: Path, buildargs: dict[str, str]) -> dict[str, object]:
+        """What the build reads, by digest, for its provenance: the Dockerfile it builds from, its FROM image (the base
+        image, or a variant's base) with its ID here, every wheel given to it, the indexes it may download from."""
+        dockerfile = context / self.builder.dockerfile
+        dockerfile = dockerfile if dockerfile.is_file() else context / "Dockerfile"
+        reference = (job.base_image if job.depends_on else buildargs.get("BASE_IMAGE") or from_default(context)) or ""
+        memo = DigestMemo()
+        wheels = {wheel.name: memo.sha256(wheel) for wheel in sorted(context.rglob("*.whl"))}
+        memo.save()
+        return {"dockerfile": dockerfile.name, "dockerfile_sha256": sha256_of(dockerfile),
+                "from": reference, "from_id": self.engine.image_id(reference) if reference else None,
+                "wheels": wheels, "indexes": sorted({buildcache.without_credentials(buildargs[name])
+                                                     for name in INDEX_ARGS if buildargs.get(name)}),
+                "engine": self.engine.version()}
 
     def _ended(self, job: BuildJob, outcome: BuildOutcome, started: float, *, digest: str | None,
                previous: str | None, reused: bool) -> BuildOutcome:

@@ -97,7 +97,7 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
     built_by = builder.describe()
     for record in report.images:
         outcome = outcomes[record.image]
-        record.content_digest, record.reused = outcome.content_digest, outcome.reused
+        record.content_digest, record.reused, record.materials = outcome.content_digest, outcome.reused, outcome.materials
         record.builder = built_by if outcome.seconds is not None else None
     return report
 

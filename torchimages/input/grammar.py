@@ -64,6 +64,8 @@ MAX_TAG = 128  # Docker's tag grammar: the whole tag, RELEASE[-CANDIDATE]-IMAGE
 # A repository to push to: lowercase HOST[:PORT]/PATH.
 REGISTRY = pattern(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)+")
 DIGEST = pattern(r"sha256:[0-9a-f]{64}")
+# A wheel's file name (PEP 427): NAME-VERSION[-BUILD]-PYTHON-ABI-PLATFORM.whl, one path part.
+WHEEL_NAME = pattern(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.+!]+(-[0-9][A-Za-z0-9_]*)?-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl")
 TIMESTAMP = pattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")  # UTC, ISO 8601, as `lock` writes it
 SHA256_HEX = pattern(r"[0-9a-f]{64}")
 # One word of what a host needs to run an image: a driver version, or a GPU generation (12.0+PTX).
@@ -285,6 +287,12 @@ def digest_problem(value: str) -> str | None:
     return f"{visible(value)!r} is not a digest: 'sha256:' and 64 lowercase hex digits"
 
 
+def wheel_name_problem(value: str) -> str | None:
+    if WHEEL_NAME.fullmatch(value) and len(value) <= 255:
+        return None
+    return f"{visible(value)[:80]!r} is not a wheel's file name (NAME-VERSION-PYTHON-ABI-PLATFORM.whl)"
+
+
 def timestamp_problem(value: str) -> str | None:
     if TIMESTAMP.fullmatch(value):
         return None
@@ -314,6 +322,33 @@ def text_problem(value: object, check: Check) -> str | None:
 
 def optional_problem(value: object, check: Check) -> str | None:
     return None if value is None else text_problem(value, check)
+
+
+MATERIAL_FIELDS = ("dockerfile", "dockerfile_sha256", "from", "from_id", "wheels", "indexes", "engine")
+
+
+def materials_problem(materials: object) -> str | None:
+    """What a build read, as its provenance will say: every value through the grammar (a wheel by its file name and
+    sha256, an index URL without credentials, the FROM image by reference and ID)."""
+    if not isinstance(materials, dict) or set(materials) != set(MATERIAL_FIELDS):
+        return f"must be an object of exactly {', '.join(MATERIAL_FIELDS)}"
+    wheels, indexes = materials["wheels"], materials["indexes"]
+    problems = [
+        text_problem(materials["dockerfile"], lambda v: None if v in ("Dockerfile", "Dockerfile.buildkit") else
+                     "is not Dockerfile or Dockerfile.buildkit"),
+        text_problem(materials["dockerfile_sha256"], sha256_problem),
+        None if materials["from"] == "" else text_problem(materials["from"], image_reference_problem),
+        optional_problem(materials["from_id"], digest_problem),
+        text_problem(materials["engine"], version_problem),
+        None if isinstance(wheels, dict) else "wheels must be an object of file name -> sha256",
+        None if isinstance(indexes, list) else "indexes must be a list of URLs",
+    ]
+    if isinstance(wheels, dict):
+        problems += [text_problem(name, wheel_name_problem) or text_problem(sha, sha256_problem)
+                     for name, sha in wheels.items()]
+    if isinstance(indexes, list):
+        problems += [text_problem(url, lambda v: url_problem(v, "index")) for url in indexes]
+    return next((f"materials: {why}" for why in problems if why), None)
 
 
 RULES: dict[str, Check] = {"release": release_problem}  # what scripts ask: python -m torchimages.input.grammar KIND VALUE

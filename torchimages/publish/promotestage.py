@@ -4,6 +4,7 @@ before the first tag is written; an incomplete promotion is finished by running 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
@@ -13,10 +14,12 @@ from ..consoles import err, out
 from ..errors import UserError, visible
 from ..events import EventSink
 from ..input.specs import Plan
-from ..registry import registry_client, split_reference
+from ..registry import RegistryClient, registry_client, split_reference
 from ..workspace import Workspace
 from . import promote as promotion
-from .pushstage import PushOptions
+from . import proofs
+from .attachments import Attachments
+from .pushstage import PushOptions, signed_manifest
 
 
 def checked_candidates(candidates_path: Path, release: str, options: PushOptions) -> tuple[manifest.ReleaseManifest, Path]:
@@ -46,10 +49,11 @@ def run(plan: Plan, candidates: manifest.ReleaseManifest, release_path: Path, op
         promoter.inspect(promotions)
         promoter.prepare(indexes, promotions)
         promoter.check(promotions, indexes)
+        signed = signed_before_promotion(candidates, promotions, indexes, options, registry)
         promoter.promote(promotions)
         if not any(p.state == "failed" for p in promotions):  # an index only over images that are all in place
             promoter.promote_indexes(indexes)
-    except promotion.PromotionRefused as refused:
+    except (promotion.PromotionRefused, proofs.ProofError) as refused:
         err.print(f"[bold red]not promoted[/]: {escape(visible(str(refused)))}", markup=True)
         return 1
     failed = [p for p in [*promotions, *indexes] if p.state not in ("unchanged", "promoted")]
@@ -58,9 +62,29 @@ def run(plan: Plan, candidates: manifest.ReleaseManifest, release_path: Path, op
         err.print(f"[bold red]promotion incomplete[/]: {len(failed)} of {len(promotions) + len(indexes)} release tags "
                   f"not written ({escape(visible(first or ''))}); run the same command again to finish", markup=True)
         return 1
-    json_path, markdown_path = manifest.write(promotion.release_manifest(candidates, promotions, indexes), release_path)
+    released = promotion.release_manifest(candidates, promotions, indexes)
+    if options.key:
+        released = replace(signed_manifest(released, signed),
+                           signed_by=manifest.SignedBy(options.key.public.fingerprint, options.key.public.pem))
+    json_path, markdown_path = manifest.write(released, release_path)
     also = f" and {len(indexes)} image indexes" if indexes else ""
     out.print(f"promoted {len(promotions)} images{also} of {release} from {candidates.candidate}; release manifest: "
               f"{json_path} ({markdown_path.name})")
     return 0
 
+
+def signed_before_promotion(candidates: manifest.ReleaseManifest, promotions: list[promotion.Promotion],
+                            indexes: list[promotion.IndexPromotion], options: PushOptions,
+                            registry: RegistryClient) -> list[proofs.Signed]:
+    """With --sign-key: each candidate's attestations verified with the key (made when it was pushed), then every image
+    and index signed for its release tag; all before the first tag, so a failure promotes nothing."""
+    key = options.key
+    if key is None:
+        return []
+    if candidates.signed_by and candidates.signed_by.fingerprint != key.public.fingerprint:
+        raise proofs.ProofError(f"the candidates were attested with the key {candidates.signed_by.fingerprint}, not "
+                                f"--sign-key's {key.public.fingerprint}; no release tag was written")
+    attachments = Attachments(registry, split_reference(options.repository)[1])
+    proofs.check_attested(attachments, key.public, [(p.image, p.digest) for p in promotions])
+    targets = [(p.release_tag, p.digest) for p in promotions] + [(i.release_tag, i.digest) for i in indexes]
+    return proofs.sign(attachments, key, targets, candidates.release)

@@ -22,6 +22,10 @@ from ..report import ImageRecord, Report
 from ..workspace import Workspace
 from . import promote as promotion
 from . import push as publish
+from . import signing
+from .attachments import Attachments
+from .proofs import Attester, ProofError, Signed, sign
+from .signing import SigningKey
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,17 @@ class PushOptions:
     force: bool = False
     manifest_path: Path | None = None
     release: Release | None = None  # what is pushed: RELEASE[-CANDIDATE]-IMAGE tags; None for promote, which pushes none
+    sign_key: Path | None = None  # --sign-key: attest what is pushed, sign what is released
+    sign_password_stdin: bool = False
+    key: SigningKey | None = None  # the --sign-key loaded (options.signing_key_of), once per command
+
+    def signing_key(self) -> SigningKey | None:
+        """--sign-key loaded, with its passphrase from stdin (--sign-password-stdin) or TORCHIMAGES_SIGN_PASSWORD."""
+        if self.sign_key is None:
+            return None
+        passphrase = (sys.stdin.readline().rstrip("\r\n") if self.sign_password_stdin
+                      else os.environ.get(signing.PASSWORD_ENV, ""))
+        return signing.load_signing_key(self.sign_key, passphrase.encode() or None)
 
     def credentials(self) -> Credentials | None:
         """From --registry-user with the password from the environment or stdin, else the docker config."""
@@ -54,6 +69,9 @@ class PushOptions:
                             "with --registry-user and the password in TORCHIMAGES_REGISTRY_PASSWORD or on stdin")
         if self.password_stdin and not self.registry_user:
             raise UserError("--password-stdin needs --registry-user: the password on stdin is for that user")
+        if self.sign_password_stdin and (self.sign_key is None or self.password_stdin):
+            raise UserError("--sign-password-stdin needs --sign-key, and standard input holds one secret: give the "
+                            f"registry password in {self.password_env} or the key's passphrase in {signing.PASSWORD_ENV}")
         check_repository(self.repository)
         if self.registry_user is not None and (grammar.control_problem(self.registry_user) or ":" in self.registry_user
                                                or not self.registry_user):
@@ -120,13 +138,45 @@ def push_report(engine: Engine, report: Report, options: PushOptions, emit: Even
     report.folder = report.folder or report_path.parent
     write_sboms(report, report.sbom_folder(report_path.parent), emit)
     made = publish.manifest([report], options.repository)
-    indexes_ok = True
+    indexes_ok = proofs_ok = True
     if release.candidate is None and indexed:
         made, indexes_ok = write_indexes(made, indexed, publisher, emit)
+    if options.key:
+        made, proofs_ok = prove(made, report, options.key, publisher, emit)
     json_path, markdown_path = manifest.write(made, path)
     also = f" and {len(made.indexes)} image indexes" if made.indexes else ""
-    return (indexes_ok and all(outcome.error is None for outcome in outcomes),
+    return (indexes_ok and proofs_ok and all(outcome.error is None for outcome in outcomes),
             f"release manifest: {json_path} ({markdown_path.name}): {len(made.images)} images{also}")
+
+
+def prove(made: manifest.ReleaseManifest, report: Report, key: SigningKey, publisher: publish.Publisher,
+          emit: EventSink) -> tuple[manifest.ReleaseManifest, bool]:
+    """Each pushed image attested (SBOM, provenance, smoke results); a release pushed as itself (no candidate) is also
+    signed, tag by tag and index by index, as promote signs a candidates' release. The manifest names the key."""
+    attachments = Attachments(publisher.registry, publisher.name)
+    ok = Attester(attachments, key).attest_release(made, {r.image: r for r in report.images},
+                                                   manifest.sbom_contents(made), emit)
+    made = replace(made, signed_by=manifest.SignedBy(key.public.fingerprint, key.public.pem))
+    if made.candidate is not None or not ok:
+        return made, ok
+    try:
+        return signed_manifest(made, sign(attachments, key, release_targets(made), made.release)), True
+    except ProofError as exc:
+        emit(StageEvent(made.release, "failed", str(exc), stage="push"))
+        return made, False
+
+
+def release_targets(made: manifest.ReleaseManifest) -> list[tuple[str, str]]:
+    """(REPOSITORY:RELEASE-TAG, digest) of every image and image index of a release: what its signatures name."""
+    return ([(f"{made.repository}:{made.release_tag(item.image)}", item.digest) for item in made.images]
+            + [(f"{made.repository}:{made.release_tag(index.name)}", index.digest) for index in made.indexes])
+
+
+def signed_manifest(made: manifest.ReleaseManifest, signed: list[Signed]) -> manifest.ReleaseManifest:
+    """The manifest with each image's and index's signature (the digest of its .sig manifest)."""
+    by_digest = {item.digest: item.signature for item in signed}
+    return replace(made, images=tuple(replace(i, signature=by_digest.get(i.digest)) for i in made.images),
+                   indexes=tuple(replace(i, signature=by_digest.get(i.digest)) for i in made.indexes))
 
 
 def write_indexes(made: manifest.ReleaseManifest, indexed: dict[str, list[tuple[str, str]]],

@@ -36,6 +36,7 @@ class RecordingBuilder:
 
     cross_installs: bool = True
     asked: list[dict] = field(default_factory=list)
+    dockerfile: str = "Dockerfile"
 
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str], emit: object,
               cancel: threading.Event, cache_from: list[str] | None = None, labels: dict[str, str] | None = None,
