@@ -15,3 +15,5 @@ bash scripts/install-buildx.sh
 echo "== setup: Debian base image and CPU wheelhouse (for builds without a registry)"
 bash scripts/make-base-image.sh
 bash scripts/make-ci-wheelhouse.sh .cache/wheelhouse
+echo "== setup: skopeo, the signature verifier the tests use (Debian trixie's, in a chroot: scripts/install-skopeo.sh)"
+bash scripts/install-skopeo.sh > /dev/null

@@ -155,6 +155,7 @@ def keygen(out_dir: Path, password_stdin: bool) -> None:
 @click.option("--registry-user", help="Log in as this user (default: the docker config's credentials).")
 @click.option("--password-env", default="TORCHIMAGES_REGISTRY_PASSWORD", show_default=True,
               help="Environment variable holding the password for --registry-user.")
+@click.option("--password-stdin", is_flag=True, help="Read the password for --registry-user from standard input.")
 @click.option("--registry-ca", type=click.Path(path_type=Path, dir_okay=False, exists=True),
               help="CA of the registry's TLS certificate [/etc/docker/certs.d/HOST/ca.crt if present].")
 def verify(reference: str, key_path: Path, platform_name: str | None, **registry: object) -> None:
@@ -169,7 +170,8 @@ def verify(reference: str, key_path: Path, platform_name: str | None, **registry
     public = signing.load_public_key(key_path)
     ca = registry["registry_ca"] if isinstance(registry["registry_ca"], Path) else None
     options = PushOptions(parsed.repository, registry_user=registry["registry_user"],  # type: ignore[arg-type]
-                          password_env=str(registry["password_env"]), registry_ca=ca)
+                          password_env=str(registry["password_env"]), password_stdin=bool(registry["password_stdin"]),
+                          registry_ca=ca)
     client = registry_client(parsed.host, options.credentials(), ca)
     verdict = verification.Verifier(client, parsed, public).run(platform_name)
     for line in verdict.lines:

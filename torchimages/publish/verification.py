@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import requests
 
 from ..errors import UserError, visible
-from ..input.grammar import DIGEST, PLATFORMS, image_reference_problem
+from ..input.grammar import DIGEST, PLATFORMS, VERSION_KEYS, image_reference_problem
 from ..registry import RegistryClient
 from . import attest, signing
 from .attachments import AttachmentError, Attachments
@@ -196,7 +196,7 @@ def summary(predicate_type: str, predicate: dict[str, object]) -> str:
             dependencies = definition.get("resolvedDependencies", [])
             base = next((d for d in dependencies if str(d.get("uri", "")).startswith("docker-image://")), {})
             wheels = sum(1 for d in dependencies if str(d.get("uri", "")).startswith("wheel:"))
-            said = ", ".join(f"{k} {v}" for k, v in versions.items() if v)
+            said = ", ".join(f"{k} {versions[k]}" for k in VERSION_KEYS if versions.get(k))
             return (f"release {external.get('release')}, {external.get('image')} ({external.get('platform')}): {said}; "
                     f"FROM {str(base.get('uri', '?')).removeprefix('docker-image://')} "
                     f"sha256:{base.get('digest', {}).get('sha256', '?')}; {wheels} wheels; built by "

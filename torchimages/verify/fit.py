@@ -82,6 +82,7 @@ class Fit:
     verdict: str  # runs | unknown | fails (gpurules.verdict)
     reasons: tuple[tuple[str, str], ...]  # (runs | warns | unknown | fails, the reason in words)
     pull: str | None = None  # a release manifest's tag to pull (an image index's for several platforms)
+    signed_by: str | None = None  # the fingerprint of the key the pulled tag was signed with, per the manifest
 
     @property
     def runs(self) -> bool:
@@ -90,7 +91,7 @@ class Fit:
     def as_json(self) -> dict[str, object]:
         return {"entry": self.entry, "images": list(self.images), "platform": self.platform, "gpu": self.gpu,
                 "verdict": self.verdict, "reasons": [{"kind": kind, "reason": text} for kind, text in self.reasons],
-                "pull": self.pull}
+                "pull": self.pull, "signed_by": self.signed_by}
 
 
 def this_platform() -> str:
@@ -201,9 +202,12 @@ def tag_fit(manifest: ReleaseManifest, name: str, items: list[ManifestImage], ho
     else:
         reasons = gpurules.findings(manifest_facts(mine), host.platform,
                                     {"capability": host.capability, "name": host.gpu_name}, host.driver)
+    index = next((index for index in manifest.indexes if index.name == name), None)
+    signature = index.signature if index else shown.signature
     return Fit(name, (shown.variant,), (mine.image,) if mine else (), shown.platform, bool(shown.versions.get("cuda")),
                gpurules.verdict(reasons), tuple(reasons),
-               pull=f"{manifest.repository}:{manifest.pushed_tag(name if indexed else shown.image)}")
+               pull=f"{manifest.repository}:{manifest.pushed_tag(name if indexed else shown.image)}",
+               signed_by=manifest.signed_by.fingerprint if signature and manifest.signed_by else None)
 
 
 def manifest_fits(manifest: ReleaseManifest, host: Host) -> list[Fit]:
@@ -223,7 +227,7 @@ def render_text(found: list[Fit], host: Host, source: str) -> str:
         lines.append(f"{title}: {len(group)}")
         for fit in group:
             lines.append(f"  {fit.entry} [{fit.platform}] ({', '.join(fit.variants)})"
-                         + (f": {fit.pull}" if fit.pull else ""))
+                         + (f": {fit.pull}" if fit.pull else "") + signed_words(fit))
             lines += [f"    {'warning: ' if kind == 'warns' else ''}{text}" for kind, text in fit.reasons
                       if kind != "runs" or fit.runs]
     if not any(f.runs and f.gpu for f in found):
@@ -233,6 +237,13 @@ def render_text(found: list[Fit], host: Host, source: str) -> str:
         options = " ".join(UNREADABLE[what][1] for what in unreadable)
         lines.append(f"nvidia-smi could not tell {asked}: give {options}")
     return "\n".join(lines)
+
+
+def signed_words(fit: Fit) -> str:
+    """Whether the release manifest says the tag was signed (build.py verify checks it in the registry)."""
+    if fit.pull is None:
+        return ""
+    return f" (signed, key {fit.signed_by[:19]}...)" if fit.signed_by else " (not signed)"
 
 
 UNREADABLE = {"driver": ("the driver version", "--driver VERSION"),  # Host.unreadable()'s keys: words and options

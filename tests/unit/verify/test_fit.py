@@ -258,3 +258,28 @@ def test_a_candidates_manifest_answers_with_the_tags_it_holds(tmp_path: Path) ->
     assert found[CPU]["pull"] == f"{REPOSITORY}:v2.7-rc.1-{CPU}"
     code, found = fit_json(path, "580.95.05", "GB10", "linux/arm64")
     assert found[CPU]["verdict"] == "fails" and "no linux/arm64 image in this tag" in str(found[CPU]["reasons"])
+
+
+def test_each_tag_says_whether_the_release_signed_it(tmp_path: Path) -> None:
+    """The release manifest records each tag's signature and the key: fit names the key for a signed tag (an index's
+    own signature for an index tag) and says 'not signed' for one without, so a cluster knows before the pull."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from torchimages.publish import signing
+
+    public = signing.SigningKey(ec.generate_private_key(ec.SECP256R1())).public
+    data = two_platform_release()
+    data["signed_by"] = {"fingerprint": public.fingerprint, "public_key": public.pem}
+    data["indexes"][0]["signature"] = "sha256:" + "5" * 64  # the base image's index signed, the ssh one not
+    path = write_manifest(tmp_path, data)
+    result = run_build_py("fit", "--manifest", str(path), "--driver", "580.95.05", "--gpu", "GB10",
+                          "--platform", "linux/arm64", "--format", "json")
+    found = {item["entry"]: item["signed_by"] for item in json.loads(result.stdout)["images"]}
+    assert found == {CU130: public.fingerprint, f"{CU130}-ssh": None}, result.stdout
+    text = run_build_py("fit", "--manifest", str(path), "--driver", "580.95.05", "--gpu", "GB10", "--platform",
+                        "linux/arm64").stdout
+    assert f"v2.7-{CU130} (signed, key {public.fingerprint[:19]}...)" in text and "ssh (not signed)" in text, text
+    data["signed_by"]["fingerprint"] = "sha256:" + "6" * 64  # a fingerprint that is not the key's
+    refused = run_build_py("fit", "--manifest", str(write_manifest(tmp_path, data)), "--driver", "580.95.05",
+                           "--gpu", "GB10")
+    assert refused.returncode == 2 and "is not the fingerprint of the public key given with it" in refused.stderr
