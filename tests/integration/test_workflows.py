@@ -29,6 +29,7 @@ import yaml
 
 from torchimages.registry import RegistryClient
 
+from ..buildpy import build_py
 from .conftest import CPU_ENTRY, ROOT, SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, Registry
 from .workflows import ACTIONS, Runner, WorkflowRun
 
@@ -144,10 +145,12 @@ class ReleaseRunner:
     inputs: BuildInputs
     registry: Registry
     github_releases: Path
+    signing_key: Path  # the SIGNING_KEY secret: a key build.py keygen made
 
     def run(self, release: str, folder: Path) -> tuple[WorkflowRun, Path]:
         secrets = {"secrets.REGISTRY": f"{self.registry.host}/ml/release", "secrets.REGISTRY_USER": self.registry.user,
-                   "secrets.REGISTRY_PASSWORD": self.registry.password, "github.token": "token-of-the-run"}
+                   "secrets.REGISTRY_PASSWORD": self.registry.password, "github.token": "token-of-the-run",
+                   "secrets.SIGNING_KEY": self.signing_key.read_text(), "secrets.SIGNING_PASSWORD": ""}
         # This runner releases the entries it can build: the CPU entry of matrix.yaml (TORCHIMAGES_MATRIX), so that
         # `promote` finds every image of the release it was given (test_promote.py refuses a partial one).
         env = {**runner_env(self.inputs, folder, release, self.github_releases),
@@ -162,7 +165,8 @@ class ReleaseRunner:
 @pytest.fixture(scope="module")
 def release_runner(inputs: BuildInputs, registry: Registry, workspace: Path) -> ReleaseRunner:
     (workspace / "github-releases").mkdir()
-    return ReleaseRunner(inputs, registry, workspace / "github-releases")
+    assert build_py("keygen", "--out", str(workspace / "keys"), cwd=ROOT, timeout=60).returncode == 0
+    return ReleaseRunner(inputs, registry, workspace / "github-releases", workspace / "keys" / "cosign.key")
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +205,8 @@ def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun, api: docker.APIClient,
 
 
 def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_run: tuple[WorkflowRun, Path],
-                                                                      registry: Registry) -> None:
+                                                                      registry: Registry,
+                                                                      release_runner: ReleaseRunner) -> None:
     run, _ = release_run
     assert_all_ran(run)
     include = json.loads(run.outputs["matrix"]["include"])
@@ -209,6 +214,9 @@ def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_r
     assert any(s.note == "dropped --require-gpu" for s in run.steps), run.describe()
     manifest = json.loads((run.workdirs["manifest"] / "releases" / f"{RELEASE}.json").read_text())
     assert manifest["release"] == RELEASE and manifest["promoted_from"] == "rc.4242"
+    # the SIGNING_KEY secret: each image attested in the build job, each release tag signed by promote
+    assert manifest["signed_by"]["public_key"] in (release_runner.signing_key.parent / "cosign.pub").read_text()
+    assert all(image["signature"] for image in manifest["images"]), manifest["images"]
     assert sorted(i["variant"] for i in manifest["images"]) == ["base", "jupyter", "ssh"]
     client = RegistryClient(registry.host, username=registry.user, password=registry.password,
                             ca=registry.folder / "ca.crt")
@@ -231,7 +239,8 @@ def test_release_workflow_writes_no_credentials(release_run: tuple[WorkflowRun, 
     assert written == [], f"the push wrote into the docker config: {written}"
     password = release_runner.registry.password.encode()
     assert [str(p) for p in files if password in p.read_bytes()] == [], "the registry password is in the docker config"
-    secrets = (password, SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode())
+    key_line = release_runner.signing_key.read_bytes().splitlines()[1]  # the private key, outside every workspace
+    secrets = (password, SECRET_TOKEN.encode(), SECRET_PROXY_PASSWORD.encode(), key_line)
     written = [path for folder in run.workdirs.values() for path in folder.rglob("*") if path.is_file()
                and not path.is_relative_to(folder / ".venv") and not (ROOT / path.relative_to(folder)).exists()]
     assert len(written) > 20 and any(p.name.endswith(".spdx.json") for p in written), written

@@ -337,3 +337,25 @@ def test_a_signature_the_registry_refuses_promotes_nothing(registry: tuple[Regis
         Registry.refuse_signatures = False
     assert result.returncode == 1 and "signing" in result.stderr and "failed" in result.stderr, result.stderr
     assert release_tags_written() == [] and not (tmp_path / "release.json").exists()
+
+
+def test_verify_follows_an_index_to_the_hosts_image_with_platform(registry: tuple[RegistryClient, str]) -> None:
+    """An index tag is verified by the index's own signature; --platform then verifies that platform's image, its
+    attestations included, and a platform the index does not list is not verified."""
+    client, host = registry
+    key = new_key()
+    member = signed_and_attested(client, host, key)  # the arm64 image, say, under its own tag
+    index = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+        {"mediaType": DOCKER_V2, "digest": member, "size": len(IMAGE),
+         "platform": {"os": "linux", "architecture": "arm64", "variant": "v8"}}]}).encode()
+    digest = Registry.hold("v2.7", index, "application/vnd.oci.image.index.v1+json")
+    payload = signing.simple_signing_payload(f"{host}/ml/pt:v2.7", digest, "v2.7")
+    Attachments(client, "ml/pt").add_signature(digest, payload, key.sign(payload))
+    reference = parse_reference(f"{host}/ml/pt:v2.7")
+    alone = Verifier(client, reference, key.public).run(None)
+    assert alone.valid and any("give --platform" in line for line in alone.lines), alone.lines
+    followed = Verifier(client, reference, key.public).run("linux/arm64")
+    assert followed.valid and any(line.startswith(f"linux/arm64: {member}") for line in followed.lines), followed.lines
+    assert any("attestation https://in-toto.io/attestation/test-result/v0.1" in line for line in followed.lines)
+    missing = Verifier(client, reference, key.public).run("linux/amd64")
+    assert not missing.valid and "the index holds no linux/amd64 image" in missing.problems
