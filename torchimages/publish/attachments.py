@@ -89,7 +89,8 @@ class Attachments:
         """(payload, base64 signature) of every signature stored for `digest`; none when there is no .sig tag."""
         found = []
         for layer in self._signature_layers(digest):
-            annotation = (layer.get("annotations") or {}).get(signing.SIGNATURE_ANNOTATION)
+            annotations = layer.get("annotations")
+            annotation = annotations.get(signing.SIGNATURE_ANNOTATION) if isinstance(annotations, dict) else None
             if layer.get("mediaType") == signing.SIMPLE_SIGNING_MEDIA and isinstance(annotation, str):
                 found.append((self._blob(str(layer["digest"])), annotation))
         return found

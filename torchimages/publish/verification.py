@@ -22,7 +22,7 @@ from ..errors import UserError, visible
 from ..input.grammar import DIGEST, PLATFORMS, VERSION_KEYS, image_reference_problem
 from ..registry import RegistryClient
 from . import attest, signing
-from .attachments import AttachmentError, Attachments
+from .attachments import AttachmentError, Attachments, manifests_of
 from .promote import IMAGE_MANIFEST_TYPES, INDEX_TYPE
 
 INDEX_TYPES = (INDEX_TYPE, "application/vnd.docker.distribution.manifest.list.v2+json")
@@ -140,8 +140,8 @@ class Verifier:
         verdict.refuse(f"{digest}: no signature verifies with this key ({'; '.join(sorted(set(failures)))[:300]})")
 
     def follow_index(self, verdict: Verdict, body: bytes, platform: str | None) -> None:
-        members = {f"{m.get('platform', {}).get('os')}/{m.get('platform', {}).get('architecture')}": m.get("digest")
-                   for m in json.loads(body).get("manifests", []) if isinstance(m, dict)}
+        members = {f"{m['platform'].get('os')}/{m['platform'].get('architecture')}": m.get("digest")
+                   for m in manifests_of(body) if isinstance(m.get("platform"), dict)}
         verdict.say(f"image index of {', '.join(sorted(members))}")
         if platform is None:
             verdict.say("give --platform to verify one platform's image and its attestations")

@@ -359,3 +359,16 @@ def test_verify_follows_an_index_to_the_hosts_image_with_platform(registry: tupl
     assert any("attestation https://in-toto.io/attestation/test-result/v0.1" in line for line in followed.lines)
     missing = Verifier(client, reference, key.public).run("linux/amd64")
     assert not missing.valid and "the index holds no linux/amd64 image" in missing.problems
+
+
+@pytest.mark.parametrize("manifests", ['"x"', '[1, 2]', '[{"platform": "linux/arm64", "digest": 5}]', '{}'])
+def test_an_index_the_registry_answers_out_of_shape_is_not_verified_and_no_traceback(
+        registry: tuple[RegistryClient, str], manifests: str) -> None:
+    client, host = registry
+    key = new_key()
+    index = f'{{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": {manifests}}}'
+    digest = Registry.hold("v2.7", index.encode(), "application/vnd.oci.image.index.v1+json")
+    payload = signing.simple_signing_payload(f"{host}/ml/pt:v2.7", digest, "v2.7")
+    Attachments(client, "ml/pt").add_signature(digest, payload, key.sign(payload))
+    verdict = Verifier(client, parse_reference(f"{host}/ml/pt:v2.7"), key.public).run("linux/arm64")
+    assert not verdict.valid, verdict.lines
