@@ -31,6 +31,8 @@ DIGEST_B = "sha256:" + "b" * 64
     ("127.0.0.1:5000/base/debian", "127.0.0.1:5000", "127.0.0.1:5000", "base/debian", "latest"),
     ("localhost/debian:12", "localhost", "localhost", "debian", "12"),
     ("ubuntu", "registry-1.docker.io", "docker.io", "library/ubuntu", "latest"),
+    ("docker.io/debian:bookworm", "registry-1.docker.io", "docker.io", "library/debian", "bookworm"),
+    ("index.docker.io/ubuntu", "registry-1.docker.io", "docker.io", "library/ubuntu", "latest"),
 ])
 def test_references_are_located_as_docker_normalizes_them(reference: str, api_host: str, login_host: str,
                                                           repository: str, tag: str) -> None:
