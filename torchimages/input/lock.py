@@ -104,9 +104,10 @@ def locate(reference: str) -> Location:
     name, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "latest")
     first, _, rest = name.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
-        host = DOCKER_HUB if first in ("docker.io", "index.docker.io") else first
-        return Location(host, "docker.io" if host == DOCKER_HUB else host, rest, tag)
-    return Location(DOCKER_HUB, "docker.io", name if rest else f"library/{name}", tag)
+        if first not in ("docker.io", "index.docker.io"):
+            return Location(first, first, rest, tag)
+        name = rest  # docker.io/debian is Docker Hub's library/debian, as debian is
+    return Location(DOCKER_HUB, "docker.io", name if "/" in name else f"library/{name}", tag)
 
 
 Resolver = Callable[[Location], str | None]

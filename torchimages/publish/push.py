@@ -142,8 +142,8 @@ class Publisher:
             outcome.attempts += 1
             try:
                 return action()
-            except (PushError, requests.ConnectionError, requests.Timeout) as exc:
-                transient = exc.transient if isinstance(exc, PushError) else True
+            except (PushError, requests.ConnectionError, requests.Timeout, requests.HTTPError) as exc:
+                transient = transient_failure(exc)
                 if not transient or attempt > self.retries:
                     raise PushError(f"{what} failed after {attempt} attempt(s): {exc}", transient=transient) from None
                 self.emit(StageEvent(outcome.image, "note", f"{what}: attempt {attempt} failed ({str(exc)[:200]}); "
@@ -194,6 +194,16 @@ def end_of(outcome: PushOutcome) -> Kind:
 def tested_image_id(record: ImageRecord) -> str | None:
     """The ID of the image the smoke suite ran (recorded since the suite runs by ID), else the one built."""
     return (record.smoke.image_id if record.smoke else None) or record.image_id
+
+
+def transient_failure(exc: Exception) -> bool:
+    """Whether a failed call is worth another try: as the push stream said, or a dropped connection, a timeout or the
+    registry's 5xx answer (a 4xx answer is final)."""
+    if isinstance(exc, PushError):
+        return exc.transient
+    if isinstance(exc, requests.HTTPError):
+        return exc.response is not None and exc.response.status_code >= 500
+    return True
 
 
 def is_transient(message: str) -> bool:

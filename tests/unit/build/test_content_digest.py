@@ -11,11 +11,15 @@ import pytest
 from torchimages.build import cache as buildcache
 from torchimages.build import render
 from torchimages.build.cache import CacheSources, content_digest
+from torchimages.build.inputs import BuildInputs
+from torchimages.build.jobs import BuildRunner, Selection, plan_jobs
 from torchimages.errors import UserError
 from torchimages.input import matrix, specs
 from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
 
-from ..conftest import ROOT, digest, run_cli
+from ..conftest import ROOT, digest, plan_of, run_cli
+from ..fake_engine import FakeEngine
+from .test_platform_jobs import RecordingBuilder
 
 PARENT = "sha256:" + "1" * 64
 
@@ -175,3 +179,34 @@ def test_bad_cache_sources_are_refused_before_anything_is_built(args: tuple[str,
     result = run_cli("build", "--tag", "v2.7", "--dry-run", *args)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def digests_of_a_build(folder: Path, wheel: bytes | None) -> dict[str, str | None]:
+    """The content digest of each image of a CPU entry as the build runner takes it, given a wheelhouse holding one
+    wheel with these bytes (None: no wheelhouse)."""
+    base = "local/debian:bookworm"
+    the_plan = plan_of('registry: r.example/ml/pt\nimages:\n  - {flavor: cpu, name: cpu-tiny, torch: "2.13.0", '
+                       'python: "3.11", variants: [ssh]}\n')
+    render.write(the_plan, "v1", folder / "images")
+    wheelhouse = None
+    if wheel is not None:
+        wheelhouse = folder / "wheels"
+        wheelhouse.mkdir(exist_ok=True)
+        (wheelhouse / "numpy-2.0.0-py3-none-any.whl").write_bytes(wheel)
+    inputs = BuildInputs(base_image=base, wheelhouse=wheelhouse)
+    jobs = plan_jobs(the_plan, "v1", folder / "images", Selection(), base_for=inputs.base_for)
+    engine = FakeEngine(images={base: {"Id": digest("debian"), "Os": "linux", "Architecture": "amd64", "Config": {}}})
+    outcomes = BuildRunner(engine.engine, inputs, lambda _event: None, builder=RecordingBuilder()).run(jobs)
+    return {image: outcome.content_digest for image, outcome in outcomes.items()}
+
+
+def test_the_build_runner_takes_the_digest_of_the_context_with_its_wheelhouse(tmp_path: Path) -> None:
+    """The wheelhouse is part of what a build reads: a wheel added or changed is a new content digest for the image
+    that installs from it and, through its parent, for its variants, so --cache-from previous never reuses an image
+    built from other wheels."""
+    without = digests_of_a_build(tmp_path / "a", None)
+    one, two = digests_of_a_build(tmp_path / "b", b"one"), digests_of_a_build(tmp_path / "c", b"two")
+    assert set(without) == {"cpu-tiny", "cpu-tiny-ssh"} and all(without.values())
+    for image in without:
+        assert len({without[image], one[image], two[image]}) == 3, image
+    assert digests_of_a_build(tmp_path / "d", b"one") == one, "the same wheels, the same digests"

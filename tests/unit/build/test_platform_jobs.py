@@ -188,3 +188,15 @@ def test_each_platforms_record_says_what_a_host_needs_to_run_it(tmp_path: Path) 
     assert needs[f"{NAME}-arm64"] == needs[f"{NAME}-ssh-arm64"] == {
         "min_driver": "580.95.05", "min_driver_minor_compat": "580", "gpu_archs": "8.0 8.6 9.0 10.0 11.0 12.0"}
     assert needs[f"{NAME}-amd64"]["gpu_archs"] == "7.5 8.0 8.6 9.0 10.0 12.0"
+
+
+def test_an_entry_of_arm64_alone_is_named_by_its_platform_and_released_as_an_index() -> None:
+    """Only an entry of the default platform alone keeps plain names: one of arm64 alone is built as NAME-arm64 and its
+    release tag is an index, so a pull on an amd64 host finds no image of its platform rather than an arm64 one."""
+    plan = plan_of(ENTRY.replace("platforms: [linux/amd64, linux/arm64]", "platforms: [linux/arm64]"))
+    jobs = plan_jobs(plan, "v1", Path("images"), Selection())
+    assert [(job.image, job.name, job.platform) for job in jobs] == [
+        (f"{NAME}-arm64", NAME, "linux/arm64"), (f"{NAME}-ssh-arm64", f"{NAME}-ssh", "linux/arm64")]
+    assert plan.indexed_images() == {NAME: [("linux/arm64", f"{NAME}-arm64")],
+                                     f"{NAME}-ssh": [("linux/arm64", f"{NAME}-ssh-arm64")]}
+    assert plan_of(ENTRY.replace("platforms: [linux/amd64, linux/arm64]", "platforms: [linux/amd64]")).indexed_images() == {}

@@ -1,21 +1,25 @@
 """What the rendered files do, run here rather than compared with a snapshot: the constraint file pins torch,
-the build refuses a torch built for another CUDA, Jupyter always has a token, sshd refuses passwords and root.
+the build refuses a torch built for another CUDA, Jupyter always has a token and its healthcheck asks only what needs
+none, sshd refuses passwords and root.
 The engine tests check the same in built images; these catch a broken template without an engine."""
 
 from __future__ import annotations
 
+import http.server
 import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from torchimages.build import render
 from torchimages.input import matrix, specs
 
-from ..conftest import ROOT
+from ..conftest import ROOT, AnsweringHandler
 
 CUDA_ENTRY, CPU_ENTRY = "torch2.3.1-cu121-cudnn8.9-py3.11", "torch2.13.0-cpu-py3.11"
 
@@ -124,6 +128,52 @@ def test_jupyter_keeps_the_token_the_user_chose(rendered: Path, monkeypatch: pyt
     monkeypatch.setenv("JUPYTER_TOKEN", "chosen-by-the-user")
     assert read_jupyter_config(rendered, Config(), capsys) == ""
     assert os.environ["JUPYTER_TOKEN"] == "chosen-by-the-user"
+
+
+class JupyterServer(AnsweringHandler):
+    """Jupyter Server's API as the healthcheck meets it: GET /api (its version) answers without a token; every other
+    /api endpoint answers 403 to a request without one. `api_status`: what GET /api answers (503 while starting)."""
+
+    api_status: ClassVar[int] = 200
+    asked: ClassVar[list[tuple[str, str]]] = []  # (path, Authorization header)
+
+    def do_GET(self) -> None:
+        JupyterServer.asked.append((self.path, self.headers.get("Authorization") or ""))
+        if self.path == "/api":
+            self.answer(JupyterServer.api_status, b'{"version": "2.14.2"}', {"Content-Type": "application/json"})
+        elif self.path.startswith("/api/"):
+            self.answer(403, b'{"message": "Forbidden"}', {"Content-Type": "application/json"})
+        else:
+            self.answer(404, b"", {})
+
+
+def healthcheck(rendered: Path, port: int, bin_dir: Path) -> int:
+    """The image's HEALTHCHECK command run here, as Docker runs it in the container (python is the image's venv's)."""
+    script = rendered / f"{CPU_ENTRY}-jupyter" / "jupyter" / "jupyter-healthcheck"
+    bin_dir.mkdir(exist_ok=True)
+    if not (bin_dir / "python").exists():
+        (bin_dir / "python").symlink_to(sys.executable)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "JUPYTER_PORT": str(port)}
+    return subprocess.run(["sh", str(script)], env=env, capture_output=True, timeout=30, check=False).returncode
+
+
+def test_the_jupyter_healthcheck_asks_the_endpoint_that_needs_no_token_on_jupyters_port(rendered: Path,
+                                                                                       tmp_path: Path) -> None:
+    dockerfile = (rendered / f"{CPU_ENTRY}-jupyter" / "Dockerfile").read_text()
+    assert re.search(r'^HEALTHCHECK .* CMD \["jupyter-healthcheck"\]$', dockerfile, re.M)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), JupyterServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_port
+    try:
+        JupyterServer.asked, JupyterServer.api_status = [], 200
+        assert healthcheck(rendered, port, tmp_path / "bin") == 0, JupyterServer.asked
+        assert JupyterServer.asked == [("/api", "")], "one request, to the endpoint that needs no token, without one"
+        JupyterServer.api_status = 503  # a server that answers but is not ready
+        assert healthcheck(rendered, port, tmp_path / "bin") != 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert healthcheck(rendered, port, tmp_path / "bin") != 0, "nothing listens on JUPYTER_PORT any more"
 
 
 def sshd_settings(text: str) -> dict[str, str]:

@@ -184,6 +184,27 @@ def test_check_exits_1_when_behind_and_writes_nothing(tmp_path: Path) -> None:
     assert (tmp_path / "compat.json").is_file()
 
 
+def test_refresh_reads_the_wheel_index_of_each_cuda_of_the_driver_table(tmp_path: Path) -> None:
+    """A CUDA line gets its driver row by hand; the refresh then reads its wheel index and adds its builds, CUDA 11's
+    as well: the data below has lost every cu118 build, and the refresh finds them again."""
+    data = yaml.safe_load(DATA.read_text())
+    for row in data["torch"]:
+        row["builds"] = [b for b in row["builds"] if b["variant"] != "cu118"]
+    path = tmp_path / "compat.yaml"
+    path.write_text(compatrefresh.dump(data, compatrefresh.header_of(DATA.read_text())))
+    asked: list[str] = []
+
+    def fetch(url: str, accept: str) -> bytes | None:
+        asked.append(url)
+        return recorded(url, accept)
+
+    result = compatrefresh.run(since="2.0", check=True, pypi_index=indexes.PYPI_SIMPLE,
+                               wheel_index=indexes.WHEEL_INDEX, fetch=fetch, path=path)
+    assert f"{indexes.WHEEL_INDEX}/cu118/torch/" in asked and f"{indexes.WHEEL_INDEX}/cu117/torch/" in asked
+    assert "torch 2.3.1 cu118: new CUDA build" in result.changes and "torch 2.0.1 cu118: new CUDA build" in result.changes
+    assert "+  - variant: cu118" in result.diff
+
+
 def test_an_unreadable_index_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"lists no torch release from 9.0 on"):
         compatrefresh.run(since="9.0", check=True, pypi_index=indexes.PYPI_SIMPLE, wheel_index=None, fetch=recorded,

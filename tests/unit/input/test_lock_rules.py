@@ -31,6 +31,8 @@ DIGEST_B = "sha256:" + "b" * 64
     ("127.0.0.1:5000/base/debian", "127.0.0.1:5000", "127.0.0.1:5000", "base/debian", "latest"),
     ("localhost/debian:12", "localhost", "localhost", "debian", "12"),
     ("ubuntu", "registry-1.docker.io", "docker.io", "library/ubuntu", "latest"),
+    ("docker.io/debian:bookworm", "registry-1.docker.io", "docker.io", "library/debian", "bookworm"),
+    ("index.docker.io/ubuntu", "registry-1.docker.io", "docker.io", "library/ubuntu", "latest"),
 ])
 def test_references_are_located_as_docker_normalizes_them(reference: str, api_host: str, login_host: str,
                                                           repository: str, tag: str) -> None:
@@ -125,3 +127,23 @@ def test_render_check_fails_when_the_lock_is_stale_for_the_matrix(tmp_path: Path
     check = cli("render", "--check", cwd=tmp_path)
     assert check.returncode == 1
     assert f"matrix.lock has no pin for {tags[0]}: run python build.py lock" in check.stderr
+
+
+def test_a_base_the_matrix_pins_by_digest_is_never_looked_up_or_locked(tmp_path: Path) -> None:
+    """A base_image given as tag@digest is pinned already: lock asks no registry for it, writes no pin, and the lock is
+    not stale without one; render writes the matrix's reference as it is."""
+    pinned = f"debian:bookworm-slim@{DIGEST_B}"
+    the_plan = plan(f"""
+registry: registry.example.com/ml/pytorch
+images:
+  - {{flavor: cpu, torch: "2.13.0", python: "3.11", base_image: "{pinned}"}}
+  - {{flavor: cpu, name: cpu-tagged, torch: "2.13.0", python: "3.11", base_image: "debian:trixie-slim"}}
+""")
+    asked: list[str] = []
+    lock_file = lock.LockFile(tmp_path / "matrix.lock")
+    lock.update(the_plan, lock_file, lambda location: asked.append(location.url) or DIGEST_A, refresh=True)
+    assert asked == [lock.locate("debian:trixie-slim").url] and list(lock_file.pins) == ["debian:trixie-slim"]
+    assert lock.stale(the_plan, lock_file) == []
+    pinned_spec = next(spec for spec in the_plan.specs if spec.base_image == pinned)
+    dockerfile = render.rendered_files(replace(the_plan, pins=lock_file.digests()), "v1")[f"{pinned_spec.name}/Dockerfile"][0]
+    assert f"ARG BASE_IMAGE={pinned}\n" in dockerfile

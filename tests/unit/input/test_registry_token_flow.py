@@ -1,9 +1,11 @@
 """The anonymous token flow Docker Hub and nvcr.io use (distribution's token auth: 401 with a Bearer challenge,
-a token from the realm for the scope, the manifest with that token), as `lock` resolves a public base image; on a
-local HTTPS server that speaks that protocol, since neither registry can be reached from these machines."""
+a token from the realm for the scope, the manifest with that token), as `lock` resolves a public base image and
+promote PUTs a manifest; on a local HTTPS server that speaks that protocol, since neither registry can be reached from
+these machines."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,16 +26,30 @@ class TokenRegistry(AnsweringHandler):
     realm: ClassVar[str] = "https://{host}/token"  # what the challenge names; {host}: the Host the client asked
     digest: ClassVar[str] = DIGEST  # what the manifest's Docker-Content-Digest says
     token: ClassVar[bytes] = json.dumps({"token": "anon-token"}).encode()  # what the realm answers
+    stored: ClassVar[dict[str, bytes]] = {}  # tag -> the manifest a PUT with the token stored
+
+    def challenged(self, action: str) -> bool:
+        """Answers 401 with a Bearer challenge for `action` unless the request carries the token."""
+        TokenRegistry.asked.append((self.path, self.headers.get("Authorization") or ""))
+        if self.path.startswith("/token?") or self.headers.get("Authorization") == "Bearer anon-token":
+            return False
+        host = self.headers["Host"]
+        realm = TokenRegistry.realm.format(host=host, port=host.rsplit(":", 1)[1])
+        self.answer(401, b"{}", {"WWW-Authenticate": f'Bearer realm="{realm}",'
+                                                     f'service="registry.docker.io",scope="repository:library/debian:{action}"'})
+        return True
+
+    def do_PUT(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if not self.challenged("pull,push"):
+            TokenRegistry.stored[self.path.rsplit("/", 1)[1]] = body
+            self.answer(201, b"", {"Docker-Content-Digest": f"sha256:{hashlib.sha256(body).hexdigest()}"})
 
     def do_GET(self) -> None:
-        TokenRegistry.asked.append((self.path, self.headers.get("Authorization") or ""))
-        host = self.headers["Host"]
+        if self.challenged("pull"):
+            return
         if self.path.startswith("/token?"):
             self.answer(200, TokenRegistry.token, {"Content-Type": "application/json"})
-        elif self.headers.get("Authorization") != "Bearer anon-token":
-            realm = TokenRegistry.realm.format(host=host, port=host.rsplit(":", 1)[1])
-            self.answer(401, b"{}", {"WWW-Authenticate": f'Bearer realm="{realm}",'
-                                                         'service="registry.docker.io",scope="repository:library/debian:pull"'})
         elif self.path == "/v2/library/debian/manifests/bookworm-slim":
             accepted = self.headers.get("Accept", "")
             kind = "application/vnd.oci.image.index.v1+json"
@@ -71,7 +87,7 @@ def challenge() -> Iterator[type[TokenRegistry]]:
     TokenRegistry.asked.clear()
     yield TokenRegistry
     TokenRegistry.realm, TokenRegistry.digest = "https://{host}/token", DIGEST
-    TokenRegistry.token = json.dumps({"token": "anon-token"}).encode()
+    TokenRegistry.token, TokenRegistry.stored = json.dumps({"token": "anon-token"}).encode(), {}
 
 
 def test_credentials_go_to_a_token_realm_on_the_registrys_own_host(server: tuple[str, Path], challenge: type) -> None:
@@ -133,3 +149,22 @@ def test_a_realm_that_answers_no_one_line_token_is_refused(server: tuple[str, Pa
         RegistryClient(host, ca=ca).digest("library/debian", "bookworm-slim")
     assert "X-Evil" not in str(refused.value)
     assert not any(auth.startswith("Bearer anon-token\r") for _, auth in challenge.asked)
+
+
+def test_a_token_answered_as_an_oauth2_access_token_is_taken(server: tuple[str, Path], challenge: type) -> None:
+    """The token specification lets a realm answer `access_token` (OAuth 2) instead of `token`."""
+    host, ca = server
+    challenge.token = json.dumps({"access_token": "anon-token", "expires_in": 300}).encode()
+    assert RegistryClient(host, ca=ca).digest("library/debian", "bookworm-slim") == DIGEST
+
+
+def test_a_manifest_put_behind_a_token_sends_its_bytes_with_the_token(server: tuple[str, Path], challenge: type) -> None:
+    """A PUT's challenge asks pull,push; the PUT made again with the token carries the whole manifest."""
+    host, ca = server
+    body = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []})
+    answered = RegistryClient(host, ca=ca).put_manifest("library/debian", "v2.7", body.encode(),
+                                                        "application/vnd.oci.image.index.v1+json")
+    assert challenge.stored == {"v2.7": body.encode()}
+    assert answered == f"sha256:{hashlib.sha256(body.encode()).hexdigest()}"
+    [token] = [path for path, _ in challenge.asked if path.startswith("/token?")]
+    assert "scope=repository%3Alibrary%2Fdebian%3Apull%2Cpush" in token

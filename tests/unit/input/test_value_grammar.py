@@ -94,6 +94,23 @@ def test_the_tool_owns_torch_also_behind_a_direct_reference_on_ngc() -> None:
     assert any("torchaudio is pinned by the image" in p for p in problems_of(ngc))
 
 
+# What the image's constraint file pins (torch, its domain libraries, triton, the nvidia-* and cuda-* wheels), in the
+# spellings pip takes for the same project: case, '_' and '.' for '-'.
+PINNED_SPELLINGS = ["torch", "Torch", "torchvision", "TorchAudio", "triton", "Triton", "nvidia-nccl-cu12",
+                    "nvidia_nccl_cu12", "NVIDIA.cudnn.cu12", "nvidia-cuda-nvcc", "cuda-toolkit", "cuda_bindings"]
+
+
+@pytest.mark.parametrize("name", PINNED_SPELLINGS)
+def test_a_direct_reference_never_replaces_what_the_image_pins(name: str) -> None:
+    [problem] = problems_of(entry_text(pip=[f"{name} @ https://example.com/{name}-1.0-py3-none-any.whl"]))
+    assert "is pinned by the image; a direct reference would replace it" in problem, problem
+
+
+@pytest.mark.parametrize("name", ["tritonclient", "torchmetrics", "pytorch-triton-rocm", "nvidiaml", "torch-geometric"])
+def test_a_direct_reference_to_a_project_that_only_starts_like_a_pinned_one_passes(name: str) -> None:
+    assert plan_of(entry_text(pip=[f"{name} @ https://example.com/{name}-1.0-py3-none-any.whl"])).specs
+
+
 def test_a_number_hint_quotes_the_version_as_written() -> None:
     [problem] = problems_of(HEAD + "  - {flavor: cpu, torch: 2.10, python: \"3.11\"}\n")
     assert 'write torch: "2.10"' in problem, problem

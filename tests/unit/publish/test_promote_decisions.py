@@ -54,6 +54,7 @@ class ManifestRegistry(AnsweringHandler):
     puts: ClassVar[list[tuple[str, bytes]]] = []
     put_types: ClassVar[list[str]] = []  # the Content-Type of each PUT
     refused: ClassVar[set[str]] = set()  # tags whose PUT is answered 400 (an answer promote does not retry)
+    content_type: ClassVar[str] = MEDIA  # the Content-Type of a manifest GET answers
 
     def do_GET(self) -> None:
         reference = self.path.rsplit("/", 1)[1]
@@ -66,7 +67,7 @@ class ManifestRegistry(AnsweringHandler):
         if body is None:
             self.answer(404, b"{}", {})
         else:
-            self.answer(200, body, {"Content-Type": MEDIA, "Docker-Content-Digest": digest})
+            self.answer(200, body, {"Content-Type": self.content_type, "Docker-Content-Digest": digest})
 
     def do_PUT(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -92,7 +93,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 def registry(server: tuple[str, Path]) -> Iterator[tuple[str, Path]]:
     """The server holding three candidates (pushed under their candidate tags), and no release tag."""
     ManifestRegistry.by_digest, ManifestRegistry.tags, ManifestRegistry.puts, ManifestRegistry.put_types = {}, {}, [], []
-    ManifestRegistry.refused = set()
+    ManifestRegistry.refused, ManifestRegistry.content_type = set(), MEDIA
     for n, name in enumerate(IMAGES):
         body = body_of(n)
         ManifestRegistry.by_digest[digest_of(body)] = body
@@ -212,7 +213,7 @@ PLATFORMS = (("linux/amd64", f"{CU130}-amd64"), ("linux/arm64", f"{CU130}-arm64"
 def two_platforms(server: tuple[str, Path]) -> Iterator[tuple[str, Path]]:
     """The server holding an amd64 and an arm64 candidate of one image."""
     ManifestRegistry.by_digest, ManifestRegistry.tags, ManifestRegistry.puts, ManifestRegistry.put_types = {}, {}, [], []
-    ManifestRegistry.refused = set()
+    ManifestRegistry.refused, ManifestRegistry.content_type = set(), MEDIA
     for n, (_platform, image) in enumerate(PLATFORMS, 10):
         ManifestRegistry.by_digest[digest_of(body_of(n))] = body_of(n)
         ManifestRegistry.tags[f"v2.7-rc.1-{image}"] = digest_of(body_of(n))
@@ -257,6 +258,16 @@ def test_the_release_tag_of_two_platforms_is_an_oci_index_of_both_candidates(two
     assert {t for t, _ in ManifestRegistry.puts[:-1]} == {f"v2.7-{image}" for _, image in PLATFORMS}
     released = promote.release_manifest(platform_candidates(host), promotions, [index])
     assert released.indexes[0].platforms == PLATFORMS and released.indexes[0].digest == index.digest
+
+
+def test_an_index_member_is_named_by_its_media_type_alone(two_platforms: tuple[str, Path]) -> None:
+    """A registry may answer a manifest's Content-Type with parameters; the index names each member by the media type
+    alone, as the OCI image index has it."""
+    host, ca = two_platforms
+    ManifestRegistry.content_type = f"{MEDIA}; charset=utf-8"
+    _promotions, [index] = promote_with_index(host, ca)
+    assert index.state == "promoted"
+    assert [member["mediaType"] for member in json.loads(index.body)["manifests"]] == [MEDIA, MEDIA]
 
 
 def test_promoting_again_finds_the_same_index_in_place(two_platforms: tuple[str, Path]) -> None:

@@ -73,6 +73,8 @@ def test_refused_credentials_are_never_retried(monkeypatch: pytest.MonkeyPatch) 
     ("blob upload unknown", True),
     ("Get https://r/v2/: dial tcp 127.0.0.1:5000: connect: connection refused", True),
     ("net/http: TLS handshake timeout", True),
+    ("write tcp 10.0.0.5:41234->10.0.0.9:5000: write: connection reset by peer", True),
+    ("Patch https://r/v2/ml/pt/blobs/uploads/1: unexpected EOF", True),
     ("unauthorized: authentication required", False),
     ("denied: requested access to the resource is denied", False),
     ("received unexpected HTTP status: 403 Forbidden", False),

@@ -283,3 +283,32 @@ def test_each_tag_says_whether_the_release_signed_it(tmp_path: Path) -> None:
     refused = run_build_py("fit", "--manifest", str(write_manifest(tmp_path, data)), "--driver", "580.95.05",
                            "--gpu", "GB10")
     assert refused.returncode == 2 and "is not the fingerprint of the public key given with it" in refused.stderr
+
+
+def test_each_entry_is_judged_by_its_image_of_the_hosts_platform(plan: specs.Plan) -> None:
+    """On an arm64 host an entry of two platforms is answered for its arm64 images (whose kernels differ from amd64's),
+    and an amd64-only entry is refused for its platform, naming its own images."""
+    found = {f.entry: f for f in fit.fits(plan, fit.Host("linux/arm64", "580.95.05", "12.1", "GB10"))}
+    assert (found[CU130].platform, found[CU130].images, found[CU130].verdict) == (
+        "linux/arm64", (f"{CU130}-arm64",), "runs")
+    assert (found[CU121].platform, found[CU121].images, found[CU121].verdict) == ("linux/amd64", (CU121,), "fails")
+    on_amd64 = {f.entry: f for f in fit.fits(plan, fit.Host("linux/amd64", "580.95.05", "12.0"))}
+    assert on_amd64[CU130].images == (f"{CU130}-amd64",)
+
+
+def path_answering(folder: Path, line: str) -> str:
+    """A PATH whose nvidia-smi answers one GPU's CSV line, as `--query-gpu=... --format=csv,noheader,nounits` does."""
+    folder.mkdir()
+    (folder / "nvidia-smi").write_text(f"#!/bin/sh\necho '{line}'\n")
+    (folder / "nvidia-smi").chmod(0o755)
+    return str(folder)
+
+
+def test_what_the_options_give_wins_over_what_nvidia_smi_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", path_answering(tmp_path / "bin", "NVIDIA L4, 580.95.05, 23034, 8.9"))
+    read = fit.host_from(None, None, "linux/amd64")
+    assert (read.driver, read.capability, read.gpu_name, read.source) == ("580.95.05", "8.9", "NVIDIA L4", "nvidia-smi")
+    driver_given = fit.host_from("550.54.15", None, "linux/amd64")
+    assert (driver_given.driver, driver_given.capability) == ("550.54.15", "8.9"), "--driver is the host asked about"
+    gpu_given = fit.host_from(None, "H100", "linux/amd64")
+    assert (gpu_given.driver, gpu_given.capability, gpu_given.gpu_name) == ("580.95.05", "9.0", "H100")

@@ -254,3 +254,43 @@ def test_the_proc_driver_file_gives_a_version_or_nothing(monkeypatch: pytest.Mon
     monkeypatch.setattr(module, "open", lambda path, *a, **k: real_open(version if path.startswith("/proc/") else path,
                                                                           *a, **k), raising=False)
     assert module.proc_driver() == driver
+
+
+COMPAT_FOLDER = "/usr/local/cuda/compat"
+
+
+def doctor_on(monkeypatch: pytest.MonkeyPatch, gpus: list[dict], *, compat_folder: bool = False) -> ModuleType:
+    """image-doctor in a container that sees `gpus` through nvidia-smi, /dev/shm of 16 GB, and CUDA's
+    forward-compatibility package installed or not (/usr/local/cuda/compat, where NGC images carry it)."""
+    module = doctor()
+    monkeypatch.setattr(module, "shm_megabytes", lambda: 16384)
+    monkeypatch.setattr(module, "nvidia_smi", lambda: gpus)
+    monkeypatch.setattr(module, "proc_driver", lambda: None)
+    monkeypatch.setattr(module, "gpu_devices", lambda: [f"nvidia{n}" for n in range(len(gpus))])
+    real_isdir = os.path.isdir
+    monkeypatch.setattr(os.path, "isdir", lambda path: compat_folder if path == COMPAT_FOLDER else real_isdir(path))
+    return module
+
+
+def test_an_ngc_image_without_a_gpu_says_how_to_give_it_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    ngc = rendered_image_json("ngc26.03")
+    assert ngc["flavor"] == "ngc"
+    assert doctor_on(monkeypatch, []).startup_problems(ngc)[0] == ["no GPU is visible: start the container with --gpus all"]
+
+
+def test_the_forward_compatibility_package_an_ngc_image_carries_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An H100 with driver 535 against NGC 26.03's CUDA 13.2 (595 needed): with the package in the image the doctor
+    warns that it may still run; without it the driver is too old."""
+    ngc = rendered_image_json("ngc26.03")
+    h100 = [{"name": "NVIDIA H100 80GB HBM3", "driver": "535.104.05", "memory_mb": 81559, "capability": "9.0"}]
+    with_package = doctor_on(monkeypatch, h100, compat_folder=True).startup_problems(ngc)[0]
+    assert any("forward-compatibility package may still run it" in problem for problem in with_package), with_package
+    without = doctor_on(monkeypatch, h100, compat_folder=False).startup_problems(ngc)[0]
+    assert any(problem.startswith("driver 535 is older than the 595 this image needs") for problem in without), without
+
+
+def test_a_cudnn_or_nccl_of_another_patch_release_is_named() -> None:
+    for key, loaded in (("cudnn", "9.24.1"), ("nccl", "2.30.8")):
+        [problem] = doctor().runtime_problems(CU130, {**LOADED, key: loaded})
+        assert problem.startswith(f"{key} {loaded} is loaded, not this image's {CU130[key]}"), problem
+    assert doctor().runtime_problems(CU130, {**LOADED, "cuda": "13.0.2"}) == [], "CUDA is compared by major.minor"
