@@ -141,7 +141,9 @@ def gpu_capability(gpu: str) -> tuple[str, str | None]:
 def capability_by_name(text: str) -> tuple[str, str] | None:
     """(capability, the compat data's name) of the GPU `text` names ('NVIDIA L40S' -> ('8.9', 'L40S')), or None."""
     known = dict(compat.load().gpus)
-    found = [name for name in known if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE)]
+    # a model name ends where a letter or digit does not follow: "A100-SXM4-80GB" is an A100, "L40S" is no L40
+    found = [name for name in known
+             if re.search(rf"(?<![\w-]){re.escape(name)}(?![A-Za-z0-9])", text, re.IGNORECASE | re.ASCII)]
     if not found:
         return None
     name = max(found, key=len)  # 'L40S' over 'L40', 'RTX PRO 6000' over a shorter match

@@ -312,3 +312,11 @@ def test_what_the_options_give_wins_over_what_nvidia_smi_reads(tmp_path: Path, m
     assert (driver_given.driver, driver_given.capability) == ("550.54.15", "8.9"), "--driver is the host asked about"
     gpu_given = fit.host_from(None, "H100", "linux/amd64")
     assert (gpu_given.driver, gpu_given.capability, gpu_given.gpu_name) == ("580.95.05", "9.0", "H100")
+
+
+@pytest.mark.parametrize(("gpu", "capability", "name"), [
+    ("NVIDIA A100-SXM4-80GB", "8.0", "A100"), ("Tesla V100-SXM2-16GB", "7.0", "V100"), ("NVIDIA L40S", "8.9", "L40S"),
+    ("NVIDIA H100 80GB HBM3", "9.0", "H100")])
+def test_a_gpu_named_as_nvidia_smi_prints_it_is_known(gpu: str, capability: str, name: str) -> None:
+    """nvidia-smi's names carry the form factor after a hyphen (A100-SXM4-80GB): the model still names the GPU."""
+    assert fit.gpu_capability(gpu) == (capability, name)
