@@ -10,5 +10,5 @@ fi
 folder=$(mktemp -d)
 umask 077
 printf '%s\n' "${SIGNING_KEY}" > "${folder}/cosign.key"
-echo "TORCHIMAGES_SIGN_KEY=${folder}/cosign.key" >> "${GITHUB_ENV:?the workflow's GITHUB_ENV}"
+echo "TORCHIMAGES_SIGN_KEY=${folder}/cosign.key" >> "${GITHUB_ENV:?GITHUB_ENV is not set: run this as a workflow step}"
 echo "signing-key: the release is signed and attested with the SIGNING_KEY secret"

@@ -25,9 +25,6 @@ import unicodedata
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 from ..errors import visible
 
 Check = Callable[[str], "str | None"]  # why a value is refused, or None
@@ -125,6 +122,11 @@ def pip_problem(value: str) -> str | None:
         return f"'{value}' is a pip option, not a requirement; indexes and mirrors are build options (--pip-index-url)"
     if "\\" in value:
         return f"'{value}' holds a backslash; a requirement never needs one"
+    # packaging is read here, not at the top: `build.py selfcheck` reads answers through this grammar on a GPU host
+    # whose Python has torch, pytest and testinfra, and maybe not packaging
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     try:
         requirement = Requirement(value)
     except InvalidRequirement as exc:
@@ -142,6 +144,9 @@ def pip_problem(value: str) -> str | None:
 
 def requirement_name(value: str) -> str:
     """The canonical project name of a requirement that passed `pip_problem` ('Torch_Vision[x]' -> 'torch-vision')."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
     return canonicalize_name(Requirement(value).name)
 
 

@@ -372,3 +372,23 @@ def test_an_index_the_registry_answers_out_of_shape_is_not_verified_and_no_trace
     Attachments(client, "ml/pt").add_signature(digest, payload, key.sign(payload))
     verdict = Verifier(client, parse_reference(f"{host}/ml/pt:v2.7"), key.public).run("linux/arm64")
     assert not verdict.valid, verdict.lines
+
+
+def test_the_workflows_key_step_writes_the_secret_only_its_user_reads_outside_the_workspace(tmp_path: Path) -> None:
+    """release.yml's scripts/signing-key.sh: the SIGNING_KEY secret into a 0600 file under a temporary folder, named in
+    GITHUB_ENV for the later steps; without the secret, a note and nothing in GITHUB_ENV."""
+    script = ROOT / "scripts" / "signing-key.sh"
+    pem = new_key().key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()).decode()
+    github_env = tmp_path / "github.env"
+    result = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False,
+                            env={**os.environ, "SIGNING_KEY": pem, "GITHUB_ENV": str(github_env)})
+    assert result.returncode == 0, result.stderr
+    name, _, value = github_env.read_text().strip().partition("=")
+    written = Path(value)
+    assert name == "TORCHIMAGES_SIGN_KEY" and written.read_text().strip() == pem.strip()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600 and not written.is_relative_to(tmp_path)
+    github_env.unlink()
+    unsigned = subprocess.run(["bash", str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=30,
+                              check=False, env={**os.environ, "SIGNING_KEY": "", "GITHUB_ENV": str(github_env)})
+    assert unsigned.returncode == 0 and "not signed" in unsigned.stdout and not github_env.exists()

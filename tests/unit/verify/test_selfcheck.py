@@ -41,3 +41,22 @@ def test_an_interpreter_that_prints_a_hostile_answer_exits_2(tmp_path: Path, cap
     assert selfcheck.main(["--python", str(fake)]) == 2
     error = capsys.readouterr().err
     assert error.startswith(f"error: --python {fake}: printed") and "not torch's version" in error, error
+
+
+def test_selfcheck_runs_on_a_python_with_torch_pytest_and_testinfra_only() -> None:
+    """A GPU host's Python has torch, pytest and testinfra (requirements-selfcheck.txt): selfcheck imports nothing else
+    of this project's requirements (no Docker SDK, click, rich, yaml or packaging)."""
+    import subprocess
+    import sys
+
+    from ..conftest import ROOT
+
+    code = ("import builtins, sys; real = builtins.__import__\n"
+            "def guard(name, *a, **k):\n"
+            "    if name.split('.')[0] in ('docker', 'click', 'rich', 'yaml', 'packaging', 'jinja2', 'requests'):\n"
+            "        raise ModuleNotFoundError(name)\n"
+            "    return real(name, *a, **k)\n"
+            "builtins.__import__ = guard\n"
+            "import torchimages.verify.selfcheck\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
