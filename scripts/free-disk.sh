@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 # when a change moves them. The shares are each folder's own peak; the folders do not peak together, so a
 # filesystem that holds them all needs the session's peak, not their sum.
 engine_gb=15      # the engine's data root: images, containers, BuildKit's cache (the devel module and the CPU entry's)
-lane_gb=15        # the side lane's engine (tests/lanes.py): the arm64 CUDA module, about 14 GB
+lane_gb=15        # the side lane's engine (tests/session/lanes.py): the arm64 CUDA module, about 14 GB
 temp_gb=5         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
 cache_gb=9        # the checkout's .cache: the three CUDA-sized wheelhouses (3 GB each) when they are not there yet
 session_gb=23     # the session's peak on one filesystem (two lanes): the CUDA/ngc module beside the CPU builds
@@ -33,8 +33,8 @@ device_of() { stat -c %d "$1"; }   # a bind mount (Docker's root often is one) i
 echo "disk: ${root}: $(free_gb "${root}") GB free before; removing what earlier test sessions left"
 # Tags the test suite makes: the matrix's registry and its test registries, probe and broken images.
 leftover='^(registry\.example\.com/|127\.0\.0\.1:[0-9]+/|localhost/|torchimages-broken:|torchimages-test[:/]|torchimages/ngc-shaped:)'
-# Both engines of the test session: the first, and the second one of its side lane (scripts/start-lane-engine.sh).
-lane_engine=unix://${TORCHIMAGES_LANE_SOCKET:-/var/run/torchimages-lane.sock}   # scripts/start-lane-engine.sh
+# Both engines of the test session: the first, and the second one of its side lane (scripts/start-side-engine.sh).
+lane_engine=${TORCHIMAGES_SIDE_ENGINE:-unix:///var/run/torchimages-side.sock}   # scripts/start-side-engine.sh
 removed=0
 for engine in "${DOCKER_HOST:-unix:///var/run/docker.sock}" "${lane_engine}"; do
     DOCKER_HOST=${engine} docker version > /dev/null 2>&1 || continue

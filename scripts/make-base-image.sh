@@ -13,7 +13,7 @@ if docker image inspect "${image}" > /dev/null 2>&1; then
     echo "base image: ${image} exists; reusing it"
     exit 0
 fi
-# The test session's second engine (tests/lanes.py) copies the first engine's, the same image (save and load keep
+# The test session's second engine (tests/session/lanes.py) copies the first engine's, the same image (save and load keep
 # its ID), instead of a debootstrap of minutes.
 first=${TORCHIMAGES_FIRST_ENGINE:-}
 if [ -n "${first}" ] && [ "${first}" != "${DOCKER_HOST:-}" ] && DOCKER_HOST=${first} docker image inspect "${image}" > /dev/null 2>&1; then

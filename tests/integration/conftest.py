@@ -8,7 +8,6 @@ debootstrap, torch and the rest from a local wheelhouse (offline), the way CI ru
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import secrets
@@ -16,7 +15,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,16 +24,14 @@ import pytest
 import requests
 import yaml
 
-from tests import lanes
 from tests.buildpy import ROOT, build_py
+from tests.session import engines, lanes
+from tests.session.wheelhouses import Wheelhouse
 from torchimages.containers import Containers
 from torchimages.engine import Engine
 from torchimages.input import compat, matrix, specs
 from torchimages.settings import SETTINGS
 from torchimages.verify.smoke import expected_of
-
-from . import wheelhouses
-from .wheelhouses import Wheelhouse
 
 BASE_IMAGE = "torchimages/debian:bookworm-minbase"
 RELEASE = "it"
@@ -65,66 +61,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda13: runs only with --cuda13 (the CUDA 13.0 line, a CUDA-sized image)")
 
 
-# Modules that build a CUDA-sized image (about 6 GB, and as much BuildKit cache while it builds): each runs first or
-# last in its lane, while the other lane runs no heavy module (tests/lanes.py).
-CUDA_SIZED_MODULES = ("test_devel_image.py", "test_cuda_and_ngc_images.py", "test_arm64_cuda_image.py")
 OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13"}  # marker -> the option that runs it
 CUDA13_MATRIX = DATA / "cu130-py311.matrix.yaml"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The side lane's heavy modules first, then the unit tests, the main lane's heavy modules last (tests/lanes.py); the
-    opt-in CUDA-sized tests (the builder comparisons without --compare-builders, the CUDA 13.0 line without --cuda13)
-    are deselected (counted as such), not skipped."""
-    items.sort(key=lambda item: lanes.rank(str(Path(item.path).relative_to(ROOT))))
+    """The opt-in CUDA-sized tests (the builder comparisons without --compare-builders, the CUDA 13.0 line without
+    --cuda13) are deselected (counted as such), not skipped."""
     off = [marker for marker, option in OPT_IN.items() if not config.getoption(option)]
     opted_in = [item for item in items if any(item.get_closest_marker(marker) for marker in off)]
     if opted_in:
         config.hook.pytest_deselected(items=opted_in)
         items[:] = [item for item in items if item not in opted_in]
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The CUDA-sized wheelhouses of the selected modules start downloading now, in the order the modules run
-    (wheelhouses.py): while the unit tests and the first modules use the CPU, not at each module's start. Those of
-    the first modules (tests/lanes.py: FIRST): a later one fills its own when it starts, rather than hold 3 GB beside
-    the other lane's CUDA-sized module. Under -n 2, each worker those of its lane."""
-    if session.config.option.collectonly:
-        return
-    mine = [item for item in lanes.in_my_lane(session.items) if isinstance(item, pytest.Function)]
-    modules = list({item.module: None for item in mine})
-    first = list({item.module: None for item in mine if lanes.rank(item.nodeid) == 0})
-    prefetch = wheelhouses.start(first, ROOT / ".cache" / "wheelhouse-prefetch.log")
-    if prefetch is not None:
-        session.config.stash[PREFETCH] = prefetch
-    if wheelhouses.removes_spent():
-        session.config.stash[SPENT] = wheelhouses.Spent.of(modules)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """When a module's last test has torn down, the wheelhouses no later module declares go (under CI)."""
-    spent = item.config.stash.get(SPENT, None)
-    module = getattr(item, "module", None)
-    if spent is not None and module is not None and (nextitem is None or getattr(nextitem, "module", None) is not module):
-        spent.module_ended(module.__name__)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    if prefetch := session.config.stash.get(PREFETCH, None):
-        prefetch.stop()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if prefetch := config.stash.get(PREFETCH, None):
-        terminalreporter.write_line("wheelhouse prefetch (the CUDA-sized modules' wheels, downloaded from the "
-                                    f"session's start): {'; '.join(prefetch.done) or 'nothing finished'}")
-    if spent := config.stash.get(SPENT, None):
-        terminalreporter.write_line(f"wheelhouses removed when spent (CI): {'; '.join(spent.removed) or 'none'}")
-
-
-PREFETCH = pytest.StashKey["wheelhouses.Prefetch"]()
-SPENT = pytest.StashKey["wheelhouses.Spent"]()
 
 
 def engine_client(timeout: int = 30) -> docker.APIClient | None:
@@ -162,7 +110,7 @@ def api() -> docker.APIClient:
         if cli_reaches_an_engine():
             pytest.fail(f"the docker CLI reaches an engine, the Docker SDK does not at {address}: set DOCKER_HOST")
         if os.environ.get("CI"):
-            starts = "scripts/start-lane-engine.sh" if lanes.worker_lane() == lanes.SIDE else "scripts/start-engine.sh"
+            starts = "scripts/start-side-engine.sh" if address == lanes.side_engine() else "scripts/start-engine.sh"
             pytest.fail(f"CI is set but no Docker engine answers at {address}: .ci/run must start one ({starts})")
         pytest.skip("no Docker engine answers and CI is unset")
     return client
@@ -397,9 +345,9 @@ def removed_at_the_end(api: docker.APIClient, make: Callable[[], EntryBuild]) ->
     """A CUDA-sized build (about 6 GB) lives as long as the module that asked for it: its BuildKit cache (as large
     again, and not read by the module's tests) goes as soon as it is built, its images when the module ends, so that
     the session holds one at a time, and for as short a time as it can."""
-    before = EngineState.of(api)
+    before = engines.EngineState.of(api)
     build = make()
-    before.prune_cache_made_since(api)
+    before.prune_cache(api, engines.KEPT_CACHE)
     yield build
     for tag in build.tags.values():
         with contextlib.suppress(docker.errors.NotFound):
@@ -531,108 +479,20 @@ def registry(api: docker.APIClient, tmp_path_factory: pytest.TempPathFactory) ->
     os.kill(running.pid, signal.SIGTERM)
 
 
-# --- clean up as we go: what a module made goes when it ends --------------------------------------------------
-
-KEPT: set[str] = set()  # tags of the session's CPU builds, which later modules use
-KEPT_CACHE: set[str] = set()  # BuildKit cache records those builds made: the later BuildKit builds of the CPU entry
-BASES = "torchimages/"  # the bases setup and the fixtures make: kept (scripts/free-disk.sh keeps them too)
-
-
-def build_cache(client: docker.APIClient) -> frozenset[str]:
-    """The IDs of BuildKit's cache records."""
-    return frozenset(record["ID"] for record in client.df().get("BuildCache") or ())
+# --- clean up as we go: what a module made goes when it ends (tests/session/engines.py) -----------------------------
 
 
 def kept(make: Callable[[], EntryBuild]) -> EntryBuild:
-    """A build of the session: its tags and BuildKit cache records stay when the module that made it ends."""
-    client = engine_client(timeout=300)
-    before = build_cache(client) if client else frozenset()
-    build = make()
-    KEPT.update(build.tags.values())
-    if client:
-        KEPT_CACHE.update(build_cache(client) - before)
-    return build
-
-
-@dataclass(frozen=True)
-class EngineState:
-    containers: frozenset[str]
-    images: frozenset[str]
-    tags: frozenset[str]
-    cache: frozenset[str]
-
-    @classmethod
-    def of(cls, client: docker.APIClient) -> EngineState:
-        images = client.images()
-        return cls(frozenset(c["Id"] for c in client.containers(all=True)), frozenset(i["Id"] for i in images),
-                   frozenset(t for i in images for t in i.get("RepoTags") or () if t != "<none>:<none>"),
-                   build_cache(client))
-
-    def made_since(self, client: docker.APIClient) -> tuple[list[str], list[str], list[str]]:
-        """The containers, tags and untagged images made since this state, less the session's own (KEPT, BASES)."""
-        now = EngineState.of(client)
-        tags = sorted(t for t in now.tags - self.tags if t not in KEPT and not t.startswith(BASES))
-        untagged = [i["Id"] for i in client.images() if i["Id"] not in self.images
-                    and not [t for t in i.get("RepoTags") or () if t != "<none>:<none>"]]
-        return sorted(now.containers - self.containers), tags, untagged
-
-    def prune_cache_made_since(self, client: docker.APIClient) -> None:
-        """BuildKit's cache records made since this state, less the session's own, record by record (a parent goes
-        once its children have: a few rounds). While the session keeps no record, the whole cache goes: a record-by-
-        record prune was measured to leave a 5 GB snapshot of the CUDA build behind, listed by no record."""
-        if not KEPT_CACHE and not self.cache:
-            client.prune_builds(all=True)
-            return
-        for _ in range(8):
-            made = build_cache(client) - self.cache - KEPT_CACHE
-            deleted = [record for record in made
-                       if client.prune_builds(filters={"id": record}, all=True).get("CachesDeleted")]
-            if not deleted:
-                return
-
-
-HEAVY_LOCK = Path(tempfile.gettempdir()) / "torchimages-heavy-module.lock"
-_heavy_lock: list[int] = []  # the lock's file descriptor while this process holds it
+    """A build of the session that later modules use: it stays when the module that made it ends."""
+    return engines.kept(make, lambda build: list(build.tags.values()))
 
 
 @pytest.fixture(scope="module", autouse=True)
-def heavy_module_alone(request: pytest.FixtureRequest) -> Iterator[None]:
-    """A heavy module (tests/lanes.py: HEAVY, 10-15 GB) runs while no heavy module of the other lane does: it takes a
-    lock both lanes share, and keeps it into the next module of its lane when that one is heavy too."""
-    name = Path(request.node.path).name
-    if name in lanes.HEAVY and not _heavy_lock:
-        descriptor = os.open(HEAVY_LOCK, os.O_CREAT | os.O_RDWR, 0o600)
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        _heavy_lock.append(descriptor)
-    yield
-    if _heavy_lock and next_module_of_my_lane(request.session, Path(request.node.path)) not in lanes.HEAVY:
-        os.close(_heavy_lock.pop())
-
-
-def next_module_of_my_lane(session: pytest.Session, module: Path) -> str | None:
-    """The file name of the module this lane runs after `module`; None after its last."""
-    paths = list(dict.fromkeys(Path(item.path) for item in lanes.in_my_lane(session.items)))
-    index = paths.index(module) if module in paths else len(paths)
-    return paths[index + 1].name if index + 1 < len(paths) else None
-
-
-@pytest.fixture(scope="module", autouse=True)
-def module_cleaned_up(heavy_module_alone: None) -> Iterator[None]:
-    """When a module ends, the containers, tags, images and BuildKit cache it made are removed (the session's CPU
-    builds and the bases stay), so that the session's disk peak is its largest module's, not the sum of them."""
-    client = engine_client(timeout=300)
-    before = EngineState.of(client) if client else None
-    yield
-    if client is None or before is None:
-        return
-    containers, tags, untagged = before.made_since(client)
-    for container in containers:
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-            client.remove_container(container, force=True, v=True)
-    for reference in [*tags, *untagged]:
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # a parent of a kept image stays
-            client.remove_image(reference, force=True)
-    before.prune_cache_made_since(client)
+def module_cleaned_up(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A module's containers, tags, images and BuildKit cache go when it ends; a heavy one runs alone among heavy
+    modules (its lock): the disk's peak is then its largest module's, not the sum of them."""
+    with engines.module_cleaned_up(heavy=request.node.get_closest_marker("heavy") is not None):
+        yield
 
 
 # A one-entry CPU matrix, for the tests that render, fail or build it on their own.

@@ -26,7 +26,9 @@ from .conftest import (
     smoke_test,
 )
 
-WHEELHOUSES = (cuda_entry_wheelhouse,)  # prefetched from the session's start (wheelhouses.py)
+pytestmark = [pytest.mark.lane("main"), pytest.mark.heavy]
+
+WHEELHOUSES = (cuda_entry_wheelhouse,)  # fetched ahead from the lane's first test (tests/session/wheelhouses.py)
 
 LITERAL_FORMS = {"jupyter": ("jupyter-lab", "jupyter-notebook", "jupyter-server"), "ssh": ("sshd", "usr-sbin-sshd")}
 

@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import ROOT
+
+pytestmark = [pytest.mark.lane("side")]
 
 
 def test_pip_install_gives_a_working_torchimages_command(tmp_path: Path) -> None:

@@ -7,8 +7,10 @@ folder). The runner's environment gives the build inputs a machine without a reg
 (TORCHIMAGES_BASE_IMAGE, TORCHIMAGES_WHEELHOUSE, TORCHIMAGES_OFFLINE) and the session's wheels of
 requirements-dev.txt, which every Install step installs from (no index); the steps' text is not changed otherwise.
 The unit-test step of ci.yml is not run again when this session runs tests/unit (it is the same command).
-The release workflow runs twice: the first release has no previous one; the second reuses its unchanged images
-(--cache-from previous) and attaches the diff against it.
+The release workflow runs once (a first release, with no previous one); how the next release reuses the previous one's
+unchanged images and attaches the diff against it is the workflow's wiring, checked without a release-sized run
+(tests/unit/publish/test_release_workflow.py), with the reuse itself proven on a real engine and registry
+(tests/integration/build/test_cache_from.py).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from ..buildpy import build_py
 from .conftest import CPU_ENTRY, ROOT, SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, Registry
 from .workflows import ACTIONS, Runner, WorkflowRun
 
+pytestmark = [pytest.mark.lane("main"), pytest.mark.heavy]
+
 RELEASE = "v0.1-wf"  # a release tag of its own: the workflows' images never replace the other tests'
-NEXT = "v0.2-wf"  # the release after it, of the same unchanged entry
 WORKFLOWS = ROOT / ".github" / "workflows"
 
 
@@ -180,13 +183,6 @@ def release_run(release_runner: ReleaseRunner, workspace: Path) -> tuple[Workflo
     return release_runner.run(RELEASE, workspace / "release-workflow")
 
 
-@pytest.fixture(scope="module")
-def next_release_run(release_run: tuple[WorkflowRun, Path], release_runner: ReleaseRunner,
-                     workspace: Path) -> tuple[WorkflowRun, Path]:
-    (workspace / "next-release-workflow").mkdir()
-    return release_runner.run(NEXT, workspace / "next-release-workflow")
-
-
 def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun, api: docker.APIClient, cpu_buildkit_build: EntryBuild) -> None:
     assert_all_ran(ci_run)
     ran = {(s.job, s.name): s for s in ci_run.steps if s.kind == "run"}
@@ -262,21 +258,3 @@ def test_the_first_release_has_no_previous_one_and_attaches_its_manifest(release
     hosts = json.loads((github_releases / RELEASE / f"{RELEASE}-hosts.json").read_text())  # an asset of its own
     assert len(hosts["tags"]) == 3 and all(platforms["linux/amd64"]["gpu_archs"] == "none"  # CPU images
                                            for platforms in (tag["platforms"] for tag in hosts["tags"])), hosts
-
-
-def test_the_next_release_reuses_the_unchanged_entry_and_attaches_its_diff(
-        next_release_run: tuple[WorkflowRun, Path], github_releases: Path) -> None:
-    run, _ = next_release_run
-    assert_all_ran(run)
-    build = next(s for s in run.steps if s.name == "Build, smoke-test on the GPU, push")
-    assert build.output.count("reused: content unchanged since") == 3, build.output[-4000:]
-    manifest = json.loads((run.workdirs["manifest"] / "releases" / f"{NEXT}.json").read_text())
-    with tarfile.open(github_releases / RELEASE / f"{RELEASE}-manifest.tar.gz") as tar:
-        first = json.load(tar.extractfile(f"{RELEASE}.json"))  # type: ignore[arg-type]
-    assert {i["image"]: i["content_digest"] for i in manifest["images"]} == \
-           {i["image"]: i["content_digest"] for i in first["images"]}
-    assert (github_releases / "latest").read_text().strip() == NEXT
-    diff = (github_releases / NEXT / f"{NEXT}-diff.md").read_text()
-    assert RELEASE in diff and NEXT in diff and diff.count("unchanged") >= 3, diff
-    calls = (github_releases / "calls.log").read_text()
-    assert f"gh release download {RELEASE} --pattern {RELEASE}-manifest.tar.gz" in calls, calls

@@ -16,6 +16,13 @@ from torchimages.errors import UserError
 from torchimages.input import matrix, specs
 
 GOLDEN = Path(__file__).parent / "golden"  # the reviewed render of golden/matrix.yaml (build/test_render.py)
+UNIT_LANE = "side"  # the unit tier uses no engine: it runs in the lane with time to spare (tests/session/lanes.py)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """The unit tier's lane, given here once rather than in each module (as each test is collected: before the
+    session orders its tests by lane)."""
+    item.add_marker(pytest.mark.lane(UNIT_LANE))
 
 
 def golden_plan() -> specs.Plan:

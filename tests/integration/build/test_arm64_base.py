@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import docker
+import pytest
 
 from ..conftest import run_in
+
+pytestmark = [pytest.mark.lane("main")]
 
 QEMU = Path("/opt/torchimages/qemu/qemu-aarch64")
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
+from tests.session.wheelhouses import Wheelhouse
 from torchimages.input import matrix, specs
 
 from ..conftest import (
@@ -24,7 +25,8 @@ from ..conftest import (
     script,
     smoke_test,
 )
-from ..wheelhouses import Wheelhouse
+
+pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
 
 MATRIX = DATA / "cu130-py311-platforms.matrix.yaml"
 ARM64 = "linux/arm64"
@@ -37,7 +39,7 @@ def arm64_wheelhouse() -> Wheelhouse:
                       (f"torch=={spec.torch}", *spec.domain_pins, "numpy"), machine="aarch64")
 
 
-WHEELHOUSES = (arm64_wheelhouse,)  # prefetched from the session's start (wheelhouses.py)
+WHEELHOUSES = (arm64_wheelhouse,)  # fetched ahead from the lane's first test (tests/session/wheelhouses.py)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,11 @@ import time
 from pathlib import Path
 
 import docker
+import pytest
 
 from ..conftest import RELEASE, ROOT, EntryBuild, build_py, tags_set_aside
+
+pytestmark = [pytest.mark.lane("main")]
 
 
 def test_an_interrupted_no_cache_build_keeps_the_cache_of_the_last_build(api: docker.APIClient, cpu_build: EntryBuild,

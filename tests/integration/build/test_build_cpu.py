@@ -10,6 +10,8 @@ import pytest
 from ..conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, run_in
 from ..layers import SECRETS, Scan, assert_layered_by_change, scan_images
 
+pytestmark = [pytest.mark.lane("main")]
+
 
 @pytest.mark.parametrize("variant", ["base", "jupyter", "ssh"])
 def test_torch_version_in_each_image(api: docker.APIClient, cpu_build: EntryBuild, variant: str) -> None:

@@ -19,6 +19,8 @@ import pytest
 
 from ..conftest import RELEASE, ROOT, BuilderWay, EntryBuild, build_py, render_cpu_entry, tags_set_aside
 
+pytestmark = [pytest.mark.lane("main")]
+
 
 @pytest.fixture
 def private_base(api: docker.APIClient, base_image: str) -> Iterator[str]:

@@ -28,6 +28,8 @@ import pytest
 from ..conftest import build_py, render_cpu_entry, run_in
 from ..layers import scan_layers
 
+pytestmark = [pytest.mark.lane("side")]
+
 NAME = "inputs-probe"
 
 

@@ -18,6 +18,8 @@ from torchimages.build.cache import CONTENT_LABEL
 from ..conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, run_in, smoke_test
 from ..layers import SECRETS, Scan, assert_layered_by_change, scan_images
 
+pytestmark = [pytest.mark.lane("main")]
+
 VARIANTS = ("base", "jupyter", "ssh")
 SAME_CONFIG = ("User", "Entrypoint", "Cmd", "Env", "WorkingDir", "ExposedPorts", "Healthcheck")
 KEPT_CACHE = 4 * 2**30

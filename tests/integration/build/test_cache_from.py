@@ -9,11 +9,14 @@ import re
 from pathlib import Path
 
 import docker
+import pytest
 
 from torchimages.build.cache import CONTENT_LABEL
 from torchimages.build.jobs import GPU_ARCHS_LABEL, PLATFORM_LABEL
 
 from ..conftest import EntryBuild, Registry, build_py, push_candidates, tags_set_aside
+
+pytestmark = [pytest.mark.lane("main"), pytest.mark.heavy]
 
 NEXT = "it-next"
 STAMPED = ("org.opencontainers.image.version", "org.opencontainers.image.base.name")

@@ -13,6 +13,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests.session.wheelhouses import Wheelhouse
 from torchimages.build.budget import VARIANT_BUDGETS
 from torchimages.input import matrix, specs
 from torchimages.input.grammar import DEFAULT_PLATFORM
@@ -20,7 +21,8 @@ from torchimages.settings import SETTINGS
 from torchimages.verify.smoke import NO_GPU
 
 from ..conftest import DATA, ROOT, EntryBuild, build_entry, removed_at_the_end, run_in, script, smoke_test
-from ..wheelhouses import Wheelhouse
+
+pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
 
 DEVEL_MATRIX = DATA / "cu130-py311-devel.matrix.yaml"
 
@@ -32,7 +34,7 @@ def devel_wheelhouse() -> Wheelhouse:
                       (f"torch=={spec.torch}", *spec.domain_pins, "numpy", str(spec.devel_pip), f"ninja=={SETTINGS.ninja}"))
 
 
-WHEELHOUSES = (devel_wheelhouse,)  # prefetched from the session's start (wheelhouses.py)
+WHEELHOUSES = (devel_wheelhouse,)  # fetched ahead from the lane's first test (tests/session/wheelhouses.py)
 
 
 @pytest.fixture(scope="module")

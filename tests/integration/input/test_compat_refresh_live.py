@@ -16,6 +16,8 @@ import requests
 
 from ..conftest import ROOT, build_py
 
+pytestmark = [pytest.mark.lane("side")]
+
 DATA = ROOT / "torchimages" / "data" / "compat.yaml"
 
 

@@ -11,10 +11,13 @@ import subprocess
 from pathlib import Path
 
 import docker
+import pytest
 
 from torchimages.engine import connect
 
 from ..conftest import BASE_IMAGE, Registry, build_py
+
+pytestmark = [pytest.mark.lane("side")]
 
 MATRIX = """registry: registry.example.com/ml/locked
 images:

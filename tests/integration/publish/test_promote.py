@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from torchimages import manifest
@@ -20,6 +21,8 @@ from torchimages.publish import promote
 from torchimages.registry import RegistryClient
 
 from ..conftest import CANDIDATE, RELEASE, ROOT, Registry, as_release_user, push_candidates, start_registry
+
+pytestmark = [pytest.mark.lane("main")]
 
 
 def matrix_of(folder: Path, flavors: tuple[str, ...]) -> Path:

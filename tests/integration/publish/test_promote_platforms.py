@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import docker
+import pytest
 import requests
 
 from torchimages import manifest
@@ -21,6 +22,8 @@ from torchimages.manifest import ManifestImage, ReleaseManifest, SmokeCounts
 from torchimages.publish.promote import INDEX_TYPE
 
 from ..conftest import CANDIDATE, RELEASE, ROOT, Registry, as_release_user, build_py
+
+pytestmark = [pytest.mark.lane("main")]
 
 NAME = "torch2.14.0-cu130-cudnn9.24-py3.11"
 MATRIX = """registry: registry.example.com/ml/pytorch

@@ -27,6 +27,8 @@ from torchimages.settings import SETTINGS
 
 from ..conftest import RELEASE, EntryBuild, Registry, build_py, start_registry
 
+pytestmark = [pytest.mark.lane("main")]
+
 
 def publisher_to(api: docker.APIClient, registry: Registry, path: str, report: Report,
                  **options: object) -> publish.Publisher:

@@ -26,6 +26,8 @@ from torchimages.registry import RegistryClient
 from ...buildpy import build_py
 from ..conftest import CANDIDATE, RELEASE, ROOT, Registry, as_release_user
 
+pytestmark = [pytest.mark.lane("main")]
+
 REPOSITORY = "ml/signed"
 IMAGES = ("torch2.13.0-cpu-py3.11", "torch2.13.0-cpu-py3.11-jupyter", "torch2.13.0-cpu-py3.11-ssh")
 OCI_MANIFEST, OCI_INDEX = "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json"

@@ -8,8 +8,11 @@ import shutil
 from pathlib import Path
 
 import docker
+import pytest
 
 from ..conftest import RELEASE, EntryBuild, build_py
+
+pytestmark = [pytest.mark.lane("main")]
 
 NO_GPU = "no GPU is visible: start the container with --gpus all"
 SMALL_SHM = "/dev/shm is 64 MB: add --shm-size 16g"

@@ -16,6 +16,8 @@ import pytest
 
 from ..conftest import ROOT, run
 
+pytestmark = [pytest.mark.lane("side")]
+
 
 @pytest.fixture(scope="module")
 def gpu_host(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:

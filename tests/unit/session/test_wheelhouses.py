@@ -1,5 +1,5 @@
 """The test session's disk: a wheelhouse goes when the last module that declares it ends, not before, and never
-while a fill holds its lock (tests/integration/wheelhouses.py)."""
+while a fill holds its lock (tests/session/wheelhouses.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.integration.wheelhouses import Prefetch, Spent, Wheelhouse, removes_spent
+from tests.session.wheelhouses import Prefetch, Spent, Wheelhouse, removes_spent
 
 
 def filled(folder: Path) -> Path:

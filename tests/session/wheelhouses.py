@@ -1,18 +1,9 @@
-"""The CUDA-sized wheelhouses the integration tests build from (about 9 GB on a fresh machine), and their prefetch.
-
-Downloading them is network-bound, and each module used to wait for its own at its start while both cores sat idle.
-So when the session has collected its tests, one thread fills every wheelhouse a selected module declares
-(`WHEELHOUSES`, a tuple of functions returning a `Wheelhouse`), in the order the modules run, while the unit tests and
-the first modules use the CPU; under CI, one at a time (the next fills when the one before it has gone). A module's
-fixture still fills its own (`Wheelhouse.make`): scripts/make-wheelhouse.sh
-takes a lock per folder, so the fixture waits for a fill under way and then finds it complete, or fills it itself
-where the prefetch failed or was not started (one test run alone). A session that ends stops the prefetch.
-
-Under CI (a checkout made for one run and thrown away), a wheelhouse goes as soon as the last module that declares it
-ends (`Spent`): the three hold about 9 GB that the rest of the session does not read, and the disk a session needs is
-then its images' at their peak. TORCHIMAGES_KEEP_WHEELHOUSES=1 keeps them; a test that fills one again later (the
-builder comparisons with --compare-builders) downloads it again.
-"""
+"""The CUDA-sized wheelhouses (about 9 GB on a fresh machine): a module declares what it builds from
+(`WHEELHOUSES`, functions returning a `Wheelhouse`), and a thread fills them from the lane's first test on, in the order
+the lane runs them, while the CPU is busy elsewhere; under CI one at a time, and each goes when the last module that
+declares it ends (`Spent`: the disk a session needs is then its images'; TORCHIMAGES_KEEP_WHEELHOUSES=1 keeps them). A
+module's fixture still fills its own (`Wheelhouse.make`, which waits for a fill under way: make-wheelhouse.sh locks
+the folder)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,109 @@
+"""What a session costs: per test module, its seconds and the disk the session held at its peak while it ran (both
+lanes share the disk, so a module is charged what both hold), printed at the end with the 25 slowest tests, and the
+session's peak written to .cache/test-session-disk.txt, the figure .ci/run prints. The smoke suite (tests/smoke, run
+inside images) is not metered."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+GB = 2**30
+SLOWEST = 25
+
+
+def free_bytes(folders: list[Path]) -> int:
+    """Free bytes over the distinct filesystems holding `folders`, by os.statvfs (a unit test that fakes
+    shutil.disk_usage must not fake the meter)."""
+    by_device = {folder.stat().st_dev: folder for folder in folders if folder.exists()}
+    return sum(os.statvfs(f).f_bavail * os.statvfs(f).f_frsize for f in by_device.values())
+
+
+@dataclass
+class ModuleCost:
+    seconds: float = 0.0
+    peak: int = 0  # bytes above the session's start, at the module's peak
+    end: int = 0  # bytes above the session's start when its last test ended
+
+
+@dataclass
+class DiskMeter:
+    """Samples the free disk in a thread and charges it to the modules running (one per lane)."""
+
+    folders: list[Path]
+    every: float = 2.0
+    start_free: int = 0
+    modules: dict[str, ModuleCost] = field(default_factory=dict)
+    current: dict[str, str] = field(default_factory=dict)  # worker (or "") -> the module it runs
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> None:
+        self.start_free = free_bytes(self.folders)
+        threading.Thread(target=self._run, name="disk-meter", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.sample()
+
+    def enter(self, worker: str, module: str) -> None:
+        with self._lock:
+            self.current[worker] = module
+            self.modules.setdefault(module, ModuleCost())
+
+    def sample(self) -> None:
+        used = self.start_free - free_bytes(self.folders)
+        with self._lock:
+            for module in self.current.values():
+                cost = self.modules[module]
+                cost.peak, cost.end = max(cost.peak, used), used
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def peak_line(self) -> str:
+        if not self.modules:
+            return "session peak: nothing metered"
+        name, top = max(self.modules.items(), key=lambda item: item[1].peak)
+        return (f"session peak: {top.peak / GB:.1f} GB above its start, in {name}; "
+                f"{sum(c.seconds for c in self.modules.values()):.0f} s of tests in all")
+
+    def lines(self) -> list[str]:
+        width = max([len(m) for m in self.modules] + [6])
+        rows = [f"{'module':<{width}}  {'seconds':>8}  {'peak GB':>8}  {'at end GB':>9}"]
+        rows += [f"{m:<{width}}  {c.seconds:8.0f}  {c.peak / GB:8.1f}  {c.end / GB:9.1f}" for m, c in self.modules.items()]
+        return [*rows, self.peak_line()]
+
+
+class MeterPlugin:
+    """Feeds the meter from the test reports (in the one process, or in -n 2's controller) and prints it."""
+
+    def __init__(self, meter: DiskMeter, written: Path) -> None:
+        self.meter, self.written = meter, written
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        module = report.nodeid.split("::", maxsplit=1)[0]
+        if report.when == "setup":
+            node = getattr(report, "node", None)
+            self.meter.enter(node.gateway.id if node else "", module)  # type: ignore[attr-defined]
+        self.meter.modules.setdefault(module, ModuleCost()).seconds += report.duration
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        self.meter.stop()
+        terminalreporter.section("time and disk per test module (disk: above the session's start)")
+        for line in self.meter.lines():
+            terminalreporter.write_line(line)
+        self.written.parent.mkdir(parents=True, exist_ok=True)
+        self.written.write_text(self.meter.peak_line() + "\n")
+
+
+def metered_folders(root: Path, side_root: Path | None) -> list[Path]:
+    """Where a session writes: the engines' data roots, the temporary folder, the checkout's .cache."""
+    folders = [Path("/var/lib/docker"), Path(tempfile.gettempdir()), root / ".cache", *([side_root] if side_root else [])]
+    return [folder for folder in folders if folder.exists()]

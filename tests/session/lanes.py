@@ -1,0 +1,73 @@
+"""Where a test runs: each integration module declares its lane and weight at its top, and the rest follows.
+
+    pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
+
+`pytest -n 2` runs the two lanes side by side (xdist's `--dist loadgroup`: a lane is one group, so one worker runs
+it), each on an engine of its own, so a module's cleanup touches only what its lane made:
+- main: the first engine (DOCKER_HOST);
+- side: the second engine, TORCHIMAGES_SIDE_ENGINE (default unix:///var/run/torchimages-side.sock, which
+  scripts/start-side-engine.sh starts).
+A heavy module (a CUDA-sized image, a release) holds 10-15 GB: the side lane runs its heavy modules first, the main
+lane last, so that they meet the other lane's light ones; they also take a lock both lanes share (engines.py). The
+unit tier is marked in tests/unit/conftest.py. An integration module without a lane is a collection error naming it.
+
+Without -n, or when the side engine does not answer (and CI is unset: under CI that stops the session), every
+module runs in the main lane, one after another.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+MAIN, SIDE = "main", "side"
+SIDE_ENGINE = "TORCHIMAGES_SIDE_ENGINE"
+DEFAULT_SIDE_ENGINE = "unix:///var/run/torchimages-side.sock"
+FIRST_ENGINE = "TORCHIMAGES_FIRST_ENGINE"  # the side lane's scripts find the first engine's bases here (make-base-image)
+
+
+def side_engine() -> str:
+    return os.environ.get(SIDE_ENGINE) or DEFAULT_SIDE_ENGINE
+
+
+def lane_of(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("lane")
+    return str(marker.args[0]) if marker and marker.args else MAIN
+
+
+def order_key(item: pytest.Item) -> tuple[int, int]:
+    """Side lane first (its heavy modules before its light ones), then the main lane (its heavy ones last)."""
+    heavy = item.get_closest_marker("heavy") is not None
+    if lane_of(item) == SIDE:
+        return 0, 0 if heavy else 1
+    return 1, 1 if heavy else 0
+
+
+def unmarked_modules(items: list[pytest.Item], root: Path) -> list[str]:
+    """Integration modules that declare no lane: each must say where it runs."""
+    found = {str(Path(item.path).relative_to(root)) for item in items
+             if item.get_closest_marker("lane") is None and "integration" in Path(item.path).parts}
+    return sorted(found)
+
+
+def arrange(items: list[pytest.Item], *, two_lanes: bool) -> None:
+    """Order the items by lane and weight (a stable sort: a module's tests keep their order), and give each its lane as
+    xdist's group. With one lane, every test is the main lane's."""
+    items.sort(key=order_key)
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(lane_of(item) if two_lanes else MAIN))
+
+
+def group_of(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    return str(marker.args[0]) if marker and marker.args else MAIN
+
+
+def enter(item: pytest.Item) -> None:
+    """Before a worker's first test: its lane's engine is the one every client, script and build.py it starts reads
+    (DOCKER_HOST); the first engine's address stays known for copying the bases it holds."""
+    if group_of(item) == SIDE and os.environ.get(FIRST_ENGINE) is None:
+        os.environ[FIRST_ENGINE] = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        os.environ["DOCKER_HOST"] = side_engine()
