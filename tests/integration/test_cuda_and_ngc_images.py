@@ -26,7 +26,7 @@ from .conftest import (
     smoke_test,
 )
 
-pytestmark = [pytest.mark.lane("main"), pytest.mark.heavy]
+pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
 
 WHEELHOUSES = (cuda_entry_wheelhouse,)  # fetched ahead from the lane's first test (tests/session/wheelhouses.py)
 

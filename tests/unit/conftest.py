@@ -16,7 +16,7 @@ from torchimages.errors import UserError
 from torchimages.input import matrix, specs
 
 GOLDEN = Path(__file__).parent / "golden"  # the reviewed render of golden/matrix.yaml (build/test_render.py)
-UNIT_LANE = "side"  # the unit tier uses no engine: it runs in the lane with time to spare (tests/session/lanes.py)
+UNIT_LANE = "main"  # the unit tier uses no engine: it runs in the lane with time to spare (tests/session/lanes.py)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
