@@ -286,7 +286,7 @@ def cpu_build(api: docker.APIClient, base_image: str, wheelhouse: Path, tmp_path
 
 @pytest.fixture(scope="session")
 def cpu_buildkit_build(cpu_build: EntryBuild, tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
-    """The CPU entry again, built by BuildKit from the same inputs under a release of its own (issue 14)."""
+    """The CPU entry again, built by BuildKit from the same inputs under a release of its own."""
     return kept(lambda: build_entry(cpu_build.spec, tmp_path_factory.mktemp("cpu-buildkit"), *cpu_build.options,
                                     "--builder", "buildkit", env=cpu_build.env, release=f"{RELEASE}-bk"))
 

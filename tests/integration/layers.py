@@ -97,7 +97,7 @@ def layer_holding(scan: Scan, suffix: str) -> int:
 
 
 def assert_layered_by_change(scans: dict[str, Scan], tags: dict[str, str]) -> None:
-    """An entry's images (variant -> tag) as issue 32 lays them out: in the base, torch and numpy in one layer, the
+    """An entry's images (variant -> tag) as the layered environment lays them out: in the base, torch and numpy in one layer, the
     entry's `pip:` packages in the next, then only configuration; in every image, no file of the environment in two
     layers (a variant adds its own files only)."""
     for variant, tag in tags.items():

@@ -1,4 +1,4 @@
-"""Hostile and careless input (issue 10, first part): render never deletes what it did not write, names and
+"""Hostile and careless input: render never deletes what it did not write, names and
 release tags are matched whole, and each refusal exits 2 with a message, never a traceback."""
 
 from __future__ import annotations

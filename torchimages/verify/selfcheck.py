@@ -19,6 +19,7 @@ from pathlib import Path
 from ..errors import visible
 from ..input import grammar
 from ..settings import SETTINGS
+from .suite import SMOKE_DIR, pytest_options
 
 SUITE = ("test_gpu.py", "test_compute.py")
 PROBE = ("import json, torch; print(json.dumps({'gpus': torch.cuda.device_count(), 'cuda': torch.version.cuda, "
@@ -71,12 +72,11 @@ def missing_test_tools() -> list[str]:
 def command(python: str, host: dict, *, require_gpu: bool, facts_file: Path) -> list[str]:
     facts = {"image": "local", "variant": "base", "flavor": "cuda" if host["cuda"] else "cpu", "expected": {},
              "labels": {}, "user": "", "label_prefix": "", "require_gpu": require_gpu,
-             "probes": str(SETTINGS.root / "tests" / "smoke" / "probes"), "jupyter": None, "ssh": None,
+             "probes": str(SMOKE_DIR / "probes"), "jupyter": None, "ssh": None,
              "gpus": host["gpus"], "python": python}
     facts_file.write_text(json.dumps(facts))
-    smoke = SETTINGS.root / "tests" / "smoke"
-    return [sys.executable, "-m", "pytest", *(str(smoke / name) for name in SUITE), "--hosts=local://",
-            f"--facts={facts_file}", "-p", "no:cacheprovider", "-v", "-rs", f"--rootdir={SETTINGS.root}"]
+    return [sys.executable, "-m", "pytest", *(str(SMOKE_DIR / name) for name in SUITE), "--hosts=local://",
+            f"--facts={facts_file}", *pytest_options(), "-v", "-rs"]
 
 
 def main(argv: list[str]) -> int:

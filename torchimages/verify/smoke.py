@@ -30,8 +30,8 @@ from ..input.grammar import DEFAULT_PLATFORM
 from ..input.specs import ImageSpec
 from ..report import SmokeStage
 from ..settings import SETTINGS
+from .suite import SMOKE_DIR, pytest_options
 
-SMOKE_DIR = SETTINGS.root / "tests" / "smoke"
 PROBES_IN_CONTAINER = "/tmp/torchimages-probes"
 NO_GPU = "no GPU given to the container"
 SUITES = {
@@ -301,7 +301,7 @@ class SmokeRunner:
         facts_file.write_text(json.dumps(facts))
         arguments = [*(str(SMOKE_DIR / name) for name in SUITES[target.variant]),
                      f"--hosts=docker://{container}", f"--facts={facts_file}", f"--junitxml={junit}",
-                     "-p", "no:cacheprovider", "-v", "-o", "junit_family=xunit2", f"--rootdir={SETTINGS.root}"]
+                     *pytest_options(), "-v", "-o", "junit_family=xunit2"]
         return run_pytest(arguments, junit, budget=SUITE_TIMEOUT, cwd=SETTINGS.root)
 
 

@@ -1,4 +1,4 @@
-"""What a build does before the builder runs, so that an unchanged build moves little (issue 32): the context is
+"""What a build does before the builder runs, so that an unchanged build moves little: the context is
 staged in the same folder for an image each time (BuildKit then sends only changed files) and a large file's digest
 is read once per change (digests.py). What the engine then sends is measured in tests/integration/build/test_buildkit.py
 and benchmarks/layers_bench.py."""

@@ -1,4 +1,4 @@
-"""A rebuild whose image is already here (issue 32): the build runner (torchimages.build.jobs) tags nothing new and asks
+"""A rebuild whose image is already here: the build runner (torchimages.build.jobs) tags nothing new and asks
 no builder when the image under the build's tag carries this build's content digest, platform and GPU labels and this
 release's stamp, and, for a variant, sits on its base as the base is now. Anything else is built. Driven through the
 fake engine and a builder that records what it is asked; the real no-op rebuilds are measured in
