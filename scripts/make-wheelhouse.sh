@@ -21,7 +21,7 @@ for minor in $(seq 36 -1 5); do platforms+=(--platform "manylinux_2_${minor}_${m
 platforms+=(--platform "manylinux2014_${machine}")
 [ "${machine}" = x86_64 ] && platforms+=(--platform manylinux2010_x86_64 --platform manylinux1_x86_64)
 mkdir -p "${dir}"
-# One fill at a time per folder: a second run (the test session's prefetch and a fixture) waits for the first, then
+# One fill at a time per folder: a second run (two sessions, or a session and setup) waits for the first, then
 # finds its marker.
 exec 9> "${dir}/.lock"
 flock 9

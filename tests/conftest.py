@@ -14,7 +14,6 @@ from tests.session import disk, engines, lanes, wheelhouses
 
 TWO_LANES = pytest.StashKey[bool]()
 STARTED = pytest.StashKey[bool]()  # this process ran its first test
-PREFETCH = pytest.StashKey[wheelhouses.Prefetch]()
 SPENT = pytest.StashKey[wheelhouses.Spent]()
 CLEANUP = engines.SessionCleanup()
 
@@ -29,7 +28,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # terminal's, where it is not ignored.
         signal.signal(signal.SIGINT, signal.default_int_handler)
     config.stash[TWO_LANES] = two_lanes(config)
-    if os.environ.get("PYTEST_XDIST_WORKER") is None and not config.option.collectonly and metered(config):
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and not config.option.collectonly:
         if config.option.durations is None:
             config.option.durations = disk.SLOWEST
         side_root = Path("/var/lib/torchimages-side-docker") if config.stash[TWO_LANES] else None
@@ -57,12 +56,6 @@ def two_lanes(config: pytest.Config) -> bool:
     return False
 
 
-def metered(config: pytest.Config) -> bool:
-    """tests/unit and tests/integration are metered; a run of the smoke suite alone is not."""
-    paths = [Path(arg.split("::", maxsplit=1)[0]).resolve() for arg in config.args]
-    return not paths or not all(path.is_relative_to(ROOT / "tests" / "smoke") for path in paths)
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads each test's group (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if unmarked := lanes.unmarked_modules(items, ROOT):
@@ -73,18 +66,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before this process's first test: its lane's engine, the engine's state to leave as found, the wheels of its
-    lane's modules fetched ahead."""
+    """Before this process's first test: its lane's engine, the engine's state to leave as found, and (under CI) which
+    module ends each wheelhouse's use."""
     if item.config.stash.get(STARTED, False):
         return
     item.config.stash[STARTED] = True
     lanes.enter(item)
     CLEANUP.start()
-    group = lanes.group_of(item)
-    modules = list({i.module: None for i in item.session.items if lanes.group_of(i) == group and hasattr(i, "module")})
-    if prefetch := wheelhouses.start(modules, ROOT / ".cache" / "wheelhouse-prefetch.log"):
-        item.config.stash[PREFETCH] = prefetch
     if wheelhouses.removes_spent():
+        group = lanes.group_of(item)
+        modules = {i.module: None for i in item.session.items if lanes.group_of(i) == group and hasattr(i, "module")}
         item.config.stash[SPENT] = wheelhouses.Spent.of(modules)
 
 
@@ -98,6 +89,4 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if prefetch := session.config.stash.get(PREFETCH, None):
-        prefetch.stop()
     CLEANUP.finish()

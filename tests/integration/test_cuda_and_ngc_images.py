@@ -28,7 +28,7 @@ from .conftest import (
 
 pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
 
-WHEELHOUSES = (cuda_entry_wheelhouse,)  # fetched ahead from the lane's first test (tests/session/wheelhouses.py)
+WHEELHOUSES = (cuda_entry_wheelhouse,)  # under CI removed when the module ends (tests/session/wheelhouses.py)
 
 LITERAL_FORMS = {"jupyter": ("jupyter-lab", "jupyter-notebook", "jupyter-server"), "ssh": ("sshd", "usr-sbin-sshd")}
 

@@ -1,7 +1,6 @@
 """What a session costs: per test module, its seconds and the disk the session held at its peak while it ran (both
 lanes share the disk, so a module is charged what both hold), printed at the end with the 25 slowest tests, and the
-session's peak written to .cache/test-session-disk.txt, the figure .ci/run prints. The smoke suite (tests/smoke, run
-inside images) is not metered."""
+session's peak written to .cache/test-session-disk.txt, the figure .ci/run prints."""
 
 from __future__ import annotations
 

@@ -1,11 +1,15 @@
 """Build inputs on a real build: --torch-index-url and --pip-index-url served over TLS by a local index whose CA
 only --ca-bundle gives, and --apt-mirror pointing apt at Debian's mirror by another address. The build must
 fetch torch from that index (so pip in the builder trusted the bundle), apt must use the mirror, and the
-image must keep neither the CA nor the mirror in its files."""
+image must keep neither the CA nor the mirror in its files. What is proven is where the wheels come from, not torch:
+the index serves a stub `torch` wheel (a version and `torch.version.cuda`, all the build reads of it) beside the real
+numpy and six, so the build installs, commits and scans kilobytes where torch's are 1 GB."""
 
 from __future__ import annotations
 
+import base64
 import fcntl
+import hashlib
 import re
 import shutil
 import socket
@@ -16,6 +20,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -52,11 +57,34 @@ def make_certificates(folder: Path, address: str) -> tuple[Path, Path, Path]:
     return folder / "ca.crt", folder / "server.crt", folder / "server.key"
 
 
+STUB_TORCH = "2.13.0+stub"  # the matrix's torch 2.13.0 (`torch==2.13.0` matches it), marked as this test's
+
+
+def stub_torch_wheel(folder: Path) -> Path:
+    """A pure-Python `torch` wheel with what the build reads of torch: its version and the CUDA it was built for."""
+    files = {"torch/__init__.py": f"__version__ = {STUB_TORCH!r}\nfrom . import version\n",
+             "torch/version.py": f"__version__ = {STUB_TORCH!r}\ncuda = None\n",
+             f"torch-{STUB_TORCH}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {STUB_TORCH}\n",
+             f"torch-{STUB_TORCH}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: torchimages-tests\n"
+                                                   "Root-Is-Purelib: true\nTag: py3-none-any\n"}
+    def record(text: str) -> str:
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        return f"sha256={digest},{len(text.encode())}"
+    rows = [f"{name},{record(text)}" for name, text in files.items()]
+    files[f"torch-{STUB_TORCH}.dist-info/RECORD"] = "\n".join([*rows, f"torch-{STUB_TORCH}.dist-info/RECORD,,"]) + "\n"
+    wheel = folder / f"torch-{STUB_TORCH}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
 def write_simple_index(wheelhouse: Path, root: Path) -> None:
-    """A PEP 503 index of the wheelhouse: /simple/NAME/ links to /files/WHEEL."""
+    """A PEP 503 index of the wheelhouse, its torch replaced by the stub: /simple/NAME/ links to /files/WHEEL."""
     (root / "files").mkdir(parents=True)
     projects: dict[str, list[str]] = {}
-    for wheel in sorted(wheelhouse.glob("*.whl")):
+    real = [wheel for wheel in wheelhouse.glob("*.whl") if not wheel.name.startswith("torch-")]
+    for wheel in sorted([*real, stub_torch_wheel(root)]):
         (root / "files" / wheel.name).symlink_to(wheel.resolve())
         projects.setdefault(re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower(), []).append(wheel.name)
     for project, wheels in projects.items():
@@ -159,7 +187,7 @@ def inputs_build(api: docker.APIClient, base_image: str, index: Index, mirror: M
 
 def test_torch_comes_from_the_replaced_index_over_tls_with_the_extra_ca(inputs_build: tuple, index: Index) -> None:
     wheels = [urllib.parse.unquote(path) for path in index.requests if path.startswith("/files/")]
-    assert any(re.match(r"/files/torch-2\.13\.0\+cpu-.*\.whl", path) for path in wheels), index.requests
+    assert f"/files/torch-{STUB_TORCH}-py3-none-any.whl" in wheels, index.requests
     assert any(path.startswith("/files/numpy-") for path in wheels), "torch's layer did not install numpy from the index"
     assert any(path.startswith("/files/six-") for path in wheels), "the entry's `pip:` install did not use --pip-index-url"
 

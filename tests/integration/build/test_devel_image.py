@@ -34,7 +34,7 @@ def devel_wheelhouse() -> Wheelhouse:
                       (f"torch=={spec.torch}", *spec.domain_pins, "numpy", str(spec.devel_pip), f"ninja=={SETTINGS.ninja}"))
 
 
-WHEELHOUSES = (devel_wheelhouse,)  # fetched ahead from the lane's first test (tests/session/wheelhouses.py)
+WHEELHOUSES = (devel_wheelhouse,)  # under CI removed when the module ends (tests/session/wheelhouses.py)
 
 
 @pytest.fixture(scope="module")

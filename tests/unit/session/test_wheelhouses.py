@@ -4,13 +4,12 @@ while a fill holds its lock (tests/session/wheelhouses.py)."""
 from __future__ import annotations
 
 import fcntl
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from tests.session.wheelhouses import Prefetch, Spent, Wheelhouse, removes_spent
+from tests.session.wheelhouses import Spent, Wheelhouse, removes_spent
 
 
 def filled(folder: Path) -> Path:
@@ -53,20 +52,3 @@ def test_only_ci_removes_them(monkeypatch: pytest.MonkeyPatch) -> None:
     assert removes_spent()
     monkeypatch.setenv("TORCHIMAGES_KEEP_WHEELHOUSES", "1")
     assert not removes_spent()
-
-
-def test_the_prefetch_fills_the_third_wheelhouse_only_when_the_first_has_gone(tmp_path: Path) -> None:
-    first, second = filled(tmp_path / "cu130"), filled(tmp_path / "cu121")
-    prefetch = Prefetch([Wheelhouse(f, ("torch",)) for f in (first, second, tmp_path / "aarch64")], tmp_path / "log",
-                        at_most=2, poll=0.02)
-    assert prefetch._room_for(1)  # the second fills beside the first
-    answer: list[bool] = []
-    waiting = threading.Thread(target=lambda: answer.append(prefetch._room_for(2)))
-    waiting.start()
-    waiting.join(0.3)
-    assert waiting.is_alive() and not answer  # two on disk: the third waits
-    Spent.of([module("devel", first)]).module_ended("devel")
-    waiting.join(5)
-    assert answer == [True]
-    prefetch.stop()
-    assert not prefetch._room_for(2)  # a stopped session fills nothing more
