@@ -10,13 +10,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # What a whole session (.ci/run on a fresh clone, 2 cores) held above its start at its peak, by where it writes:
-# the last lines of every test run print these (tests/conftest.py: "time and disk per test module"); update them
+# the last lines of every test run print these (tests/session/disk.py: "time and disk per test module"); update them
 # when a change moves them. The shares are each folder's own peak; the folders do not peak together, so a
 # filesystem that holds them all needs the session's peak, not their sum.
-engine_gb=15      # the engine's data root: images, containers, BuildKit's cache (the devel module and the CPU entry's)
-lane_gb=15        # the side lane's engine (tests/session/lanes.py): the arm64 CUDA module, about 14 GB
+engine_gb=15      # the first engine (the main lane): the CPU entry's builds, then the cache and workflow modules
+lane_gb=15        # the side engine (tests/session/lanes.py): the arm64, devel and CUDA/ngc modules, one at a time
 temp_gb=5         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
-cache_gb=9        # the checkout's .cache: the three CUDA-sized wheelhouses (3 GB each) when they are not there yet
+cache_gb=9        # the checkout's .cache: the three CUDA-sized wheelhouses (3 GB each; under CI one at a time)
 session_gb=23     # the session's peak on one filesystem (two lanes): the CUDA/ngc module beside the CPU builds
 margin_pct=15     # on top of the peak: the disk is shared, and a session's peak moves with what it builds
 

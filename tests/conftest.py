@@ -45,7 +45,7 @@ def two_lanes(config: pytest.Config) -> bool:
         raise pytest.UsageError(f"-n {workers}: this session runs in two lanes (tests/session/lanes.py): -n 2, or no -n")
     if workers != 2:
         return False
-    if engines.answers(lanes.side_engine()):
+    if engines.client(10, lanes.side_engine()) is not None:
         return True
     if os.environ.get("CI"):
         raise pytest.UsageError(f"the side lane's engine does not answer at {lanes.side_engine()}: start it with "

@@ -1,6 +1,7 @@
-"""What a session costs: per test module, its seconds and the disk the session held at its peak while it ran (both
-lanes share the disk, so a module is charged what both hold), printed at the end with the 25 slowest tests, and the
-session's peak written to .cache/test-session-disk.txt, the figure .ci/run prints."""
+"""What a session costs: per test module, its seconds and the disk the session held at its peak while it ran (from its
+first test's start, its fixtures' builds included; both lanes share the disk, so a module is charged what both hold),
+printed at the end with the 25 slowest tests, and the session's peak, with the modules running then, written to
+.cache/test-session-disk.txt, the figure .ci/run prints."""
 
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ SLOWEST = 25
 
 
 def free_bytes(folders: list[Path]) -> int:
-    """Free bytes over the distinct filesystems holding `folders`, by os.statvfs (a unit test that fakes
-    shutil.disk_usage must not fake the meter)."""
+    """Free bytes over the distinct filesystems holding `folders` (os.statvfs: tests fake shutil.disk_usage)."""
     by_device = {folder.stat().st_dev: folder for folder in folders if folder.exists()}
     return sum(os.statvfs(f).f_bavail * os.statvfs(f).f_frsize for f in by_device.values())
 
@@ -38,7 +38,8 @@ class DiskMeter:
     every: float = 2.0
     start_free: int = 0
     modules: dict[str, ModuleCost] = field(default_factory=dict)
-    current: dict[str, str] = field(default_factory=dict)  # worker (or "") -> the module it runs
+    current: dict[str, str] = field(default_factory=dict)  # lane (or "") -> the module it runs
+    peak: tuple[int, tuple[str, ...]] = (0, ())  # the session's peak and the modules running then
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -50,9 +51,9 @@ class DiskMeter:
         self._stop.set()
         self.sample()
 
-    def enter(self, worker: str, module: str) -> None:
+    def enter(self, lane: str, module: str) -> None:
         with self._lock:
-            self.current[worker] = module
+            self.current[lane] = module
             self.modules.setdefault(module, ModuleCost())
 
     def sample(self) -> None:
@@ -61,6 +62,8 @@ class DiskMeter:
             for module in self.current.values():
                 cost = self.modules[module]
                 cost.peak, cost.end = max(cost.peak, used), used
+            if used > self.peak[0]:
+                self.peak = used, tuple(sorted(self.current.values()))
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
@@ -69,8 +72,8 @@ class DiskMeter:
     def peak_line(self) -> str:
         if not self.modules:
             return "session peak: nothing metered"
-        name, top = max(self.modules.items(), key=lambda item: item[1].peak)
-        return (f"session peak: {top.peak / GB:.1f} GB above its start, in {name}; "
+        used, running = self.peak
+        return (f"session peak: {used / GB:.1f} GB above its start, while {' and '.join(running) or 'nothing'} ran; "
                 f"{sum(c.seconds for c in self.modules.values()):.0f} s of tests in all")
 
     def lines(self) -> list[str]:
@@ -86,11 +89,13 @@ class MeterPlugin:
     def __init__(self, meter: DiskMeter, written: Path) -> None:
         self.meter, self.written = meter, written
 
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        """A test starts (its setup, where a module's builds run): with -n 2 its id ends in its lane (`@side`)."""
+        lane = nodeid.rpartition("@")[2]
+        self.meter.enter(lane if lane in ("main", "side") else "", nodeid.split("::", maxsplit=1)[0])
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         module = report.nodeid.split("::", maxsplit=1)[0]
-        if report.when == "setup":
-            node = getattr(report, "node", None)
-            self.meter.enter(node.gateway.id if node else "", module)  # type: ignore[attr-defined]
         self.meter.modules.setdefault(module, ModuleCost()).seconds += report.duration
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:

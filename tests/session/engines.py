@@ -24,23 +24,15 @@ KEPT_CACHE: set[str] = set()  # the BuildKit cache records those builds made
 HEAVY_LOCK = Path(tempfile.gettempdir()) / "torchimages-heavy-module.lock"
 
 
-def client(timeout: int = 300) -> docker.APIClient | None:
-    """The engine of this process's lane (DOCKER_HOST), or None when none answers."""
+def client(timeout: int = 300, address: str | None = None) -> docker.APIClient | None:
+    """The engine at `address`, by default this process's lane's (DOCKER_HOST), or None when none answers."""
     try:
-        api = docker.APIClient(base_url=os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"), version="auto",
-                               timeout=timeout)
+        api = docker.APIClient(base_url=address or os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
+                               version="auto", timeout=timeout)
         api.ping()
     except Exception:  # an engine that is not there answers in many ways
         return None
     return api
-
-
-def answers(address: str) -> bool:
-    try:
-        docker.APIClient(base_url=address, version="auto", timeout=10).ping()
-    except Exception:
-        return False
-    return True
 
 
 def build_cache(api: docker.APIClient) -> frozenset[str]:

@@ -35,7 +35,7 @@ class Wheelhouse:
         return {**os.environ, "WHEEL_MACHINE": self.machine}
 
     def make(self, timeout: float = 1800) -> Path:
-        """Fill the folder (or wait for the prefetch filling it); a failure fails the calling fixture."""
+        """Fill the folder (or wait for another fill of it under way); a failure fails the calling fixture."""
         result = subprocess.run(self.command(), cwd=ROOT, env=self.env(), capture_output=True, text=True,
                                 timeout=timeout, check=False)
         assert result.returncode == 0, f"scripts/make-wheelhouse.sh failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
