@@ -25,7 +25,7 @@ import requests
 import yaml
 
 from tests.buildpy import ROOT, build_py
-from tests.session import engines, lanes
+from tests.session import engines, lanes, wheelhouses
 from tests.session.wheelhouses import Wheelhouse
 from torchimages.containers import Containers
 from torchimages.engine import Engine
@@ -341,13 +341,17 @@ def cuda_base_image(base_image: str) -> str:
     return image
 
 
-def removed_at_the_end(api: docker.APIClient, make: Callable[[], EntryBuild]) -> Iterator[EntryBuild]:
+def removed_at_the_end(api: docker.APIClient, make: Callable[[], EntryBuild],
+                       wheels: Path | None = None) -> Iterator[EntryBuild]:
     """A CUDA-sized build (about 6 GB) lives as long as the module that asked for it: its BuildKit cache (as large
-    again, and not read by the module's tests) goes as soon as it is built, its images when the module ends, so that
-    the session holds one at a time, and for as short a time as it can."""
+    again, and not read by the module's tests) and, under CI, the `wheels` only it builds from (3 GB) go as soon as it
+    is built, its images when the module ends, so that the session holds one at a time, and for as short a time as it
+    can."""
     before = engines.EngineState.of(api)
     build = make()
     before.prune_cache(api, engines.KEPT_CACHE)
+    if wheels is not None and wheelhouses.removes_spent():
+        wheelhouses.remove(wheels)
     yield build
     for tag in build.tags.values():
         with contextlib.suppress(docker.errors.NotFound):

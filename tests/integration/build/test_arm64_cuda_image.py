@@ -13,7 +13,6 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from tests.session import engines, wheelhouses
 from tests.session.wheelhouses import Wheelhouse
 from torchimages.input import matrix, specs
 
@@ -40,7 +39,7 @@ def arm64_wheelhouse() -> Wheelhouse:
                       (f"torch=={spec.torch}", *spec.domain_pins, "numpy"), machine="aarch64")
 
 
-WHEELHOUSES = (arm64_wheelhouse,)  # under CI removed when the module ends (tests/session/wheelhouses.py)
+WHEELHOUSES = (arm64_wheelhouse,)  # under CI removed once built from (removed_at_the_end, tests/session/wheelhouses.py)
 
 
 @pytest.fixture(scope="module")
@@ -52,20 +51,11 @@ def arm64_cuda_build(api: docker.APIClient, base_image: str, arm64_base_image: s
     for platform, os_base in (("linux/amd64", base_image), (ARM64, arm64_base_image)):
         bases[platform] = f"torchimages/cuda:{spec.cuda_image}-base-debian12{'-arm64' if platform == ARM64 else ''}"
         script("make-cuda-base-image.sh", str(spec.cuda_image), bases[platform], os_base)
-    def build() -> EntryBuild:
-        # The amd64 base is the cross-installer's: the build platform's pip installs the aarch64 wheels
-        before = engines.EngineState.of(api)
-        made = build_entry(spec, tmp_path_factory.mktemp("arm64-cuda"), "--platform", ARM64, "--base-image",
-                           bases["linux/amd64"], "--base-image", f"{ARM64}={bases[ARM64]}", "--wheelhouse", str(wheels),
-                           "--offline", "--builder", "buildkit", matrix_file=MATRIX)
-        # The suites that follow need the images only: the build's cache and (under CI) its wheels go now, when this
-        # lane's disk is at its fullest, not when the module ends.
-        before.prune_cache(api, engines.KEPT_CACHE)
-        if wheelhouses.removes_spent():
-            wheelhouses.remove(wheels)
-        return made
-
-    yield from removed_at_the_end(api, build)
+    # The amd64 base is the cross-installer's: the build platform's pip installs the aarch64 wheels
+    yield from removed_at_the_end(api, lambda: build_entry(
+        spec, tmp_path_factory.mktemp("arm64-cuda"), "--platform", ARM64, "--base-image", bases["linux/amd64"],
+        "--base-image", f"{ARM64}={bases[ARM64]}", "--wheelhouse", str(wheels), "--offline", "--builder", "buildkit",
+        matrix_file=MATRIX), wheels)
 
 
 @pytest.fixture(scope="module")

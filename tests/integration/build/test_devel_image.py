@@ -34,7 +34,7 @@ def devel_wheelhouse() -> Wheelhouse:
                       (f"torch=={spec.torch}", *spec.domain_pins, "numpy", str(spec.devel_pip), f"ninja=={SETTINGS.ninja}"))
 
 
-WHEELHOUSES = (devel_wheelhouse,)  # under CI removed when the module ends (tests/session/wheelhouses.py)
+WHEELHOUSES = (devel_wheelhouse,)  # under CI removed once built from (removed_at_the_end, tests/session/wheelhouses.py)
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def devel_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytest
     script("make-cuda-base-image.sh", str(spec.cuda_image), base, base_image)
     yield from removed_at_the_end(api, lambda: build_entry(
         spec, tmp_path_factory.mktemp("devel-build"), "--base-image", base, "--wheelhouse", str(wheels), "--offline",
-        "--builder", "buildkit", matrix_file=DEVEL_MATRIX))
+        "--builder", "buildkit", matrix_file=DEVEL_MATRIX), wheels)
 
 
 @pytest.fixture(scope="module")
