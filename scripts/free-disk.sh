@@ -17,7 +17,7 @@ engine_gb=15      # the first engine (the main lane): the CPU entry's builds, th
 lane_gb=15        # the side engine (tests/session/lanes.py): the arm64, devel and CUDA/ngc modules, one at a time
 temp_gb=5         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
 cache_gb=9        # the checkout's .cache: the three CUDA-sized wheelhouses (3 GB each; under CI one at a time)
-session_gb=23     # the session's peak on one filesystem (two lanes): the CUDA/ngc module beside the CPU builds
+session_gb=22     # the session's peak on one filesystem (two lanes): the arm64 CUDA build beside the CPU entry's builds
 margin_pct=15     # on top of the peak: the disk is shared, and a session's peak moves with what it builds
 
 root=$(docker info --format '{{.DockerRootDir}}')
