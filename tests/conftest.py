@@ -1,5 +1,5 @@
-"""The test session's hooks; the harness itself is tests/session/ (where a test runs, what it leaves on an engine, the
-wheels fetched ahead, what it costs). `pytest -n 2` runs the two lanes side by side; without -n, one after another."""
+"""The test session's hooks; the harness itself is tests/session/ (where a test runs, what it leaves on an engine, when a
+CUDA-sized wheelhouse goes, what it costs). `pytest -n 2` runs the two lanes side by side; without -n, one after another."""
 
 from __future__ import annotations
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.session.lanes import MAIN, SIDE
+
 GB = 2**30
 SLOWEST = 25
 
@@ -20,7 +22,7 @@ SLOWEST = 25
 def free_bytes(folders: list[Path]) -> int:
     """Free bytes over the distinct filesystems holding `folders` (os.statvfs: tests fake shutil.disk_usage)."""
     by_device = {folder.stat().st_dev: folder for folder in folders if folder.exists()}
-    return sum(os.statvfs(f).f_bavail * os.statvfs(f).f_frsize for f in by_device.values())
+    return sum(stats.f_bavail * stats.f_frsize for stats in map(os.statvfs, by_device.values()))
 
 
 @dataclass
@@ -92,7 +94,7 @@ class MeterPlugin:
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         """A test starts (its setup, where a module's builds run): with -n 2 its id ends in its lane (`@side`)."""
         lane = nodeid.rpartition("@")[2]
-        self.meter.enter(lane if lane in ("main", "side") else "", nodeid.split("::", maxsplit=1)[0])
+        self.meter.enter(lane if lane in (MAIN, SIDE) else "", nodeid.split("::", maxsplit=1)[0])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         module = report.nodeid.split("::", maxsplit=1)[0]
