@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 engine_gb=15      # the first engine (the main lane): the CPU entry's builds, then the cache and workflow modules
 lane_gb=15        # the side engine (tests/session/lanes.py): the arm64, devel and CUDA/ngc modules, one at a time
 temp_gb=5         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
-cache_gb=9        # the checkout's .cache: the three CUDA-sized wheelhouses (3 GB each; under CI one at a time)
+cache_gb=1        # the checkout's .cache: the CPU wheelhouse, SBOMs, skopeo (CUDA-sized builds take PyPI's wheels)
 session_gb=22     # the session's peak on one filesystem (two lanes): the arm64 CUDA build beside the CPU entry's builds
 margin_pct=15     # on top of the peak: the disk is shared, and a session's peak moves with what it builds
 
@@ -24,9 +24,6 @@ root=$(docker info --format '{{.DockerRootDir}}')
 temp=${TMPDIR:-/tmp}
 cache=${PWD}/.cache
 mkdir -p "${cache}"
-for wheelhouse in wheelhouse-cu121 wheelhouse-cu130 wheelhouse-cu130-aarch64; do
-    [ -d "${cache}/${wheelhouse}" ] && cache_gb=$(( cache_gb - 3 ))
-done
 free_gb() { df -Pk "$1" | awk 'NR == 2 { printf "%d", $4 / 1048576 }'; }
 device_of() { stat -c %d "$1"; }   # a bind mount (Docker's root often is one) is the same filesystem
 

@@ -1,5 +1,5 @@
-"""The test session's hooks; the harness itself is tests/session/ (where a test runs, what it leaves on an engine, when a
-CUDA-sized wheelhouse goes, what it costs). `pytest -n 2` runs the two lanes side by side; without -n, one after another."""
+"""The test session's hooks; the harness itself is tests/session/ (where a test runs, what it leaves on an engine, what it
+costs). `pytest -n 2` runs the two lanes side by side; without -n, one after another."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.buildpy import ROOT
-from tests.session import disk, engines, lanes, wheelhouses
+from tests.session import disk, engines, lanes
 
 TWO_LANES = pytest.StashKey[bool]()
 STARTED = pytest.StashKey[bool]()  # this process ran its first test
-SPENT = pytest.StashKey[wheelhouses.Spent]()
 CLEANUP = engines.SessionCleanup()
 
 
@@ -66,26 +65,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before this process's first test: its lane's engine, the engine's state to leave as found, and (under CI) which
-    module ends each wheelhouse's use."""
+    """Before this process's first test: its lane's engine and the engine's state to leave as found."""
     if item.config.stash.get(STARTED, False):
         return
     item.config.stash[STARTED] = True
     lanes.enter(item)
     CLEANUP.start()
-    if wheelhouses.removes_spent():
-        group = lanes.group_of(item)
-        modules = {i.module: None for i in item.session.items if lanes.group_of(i) == group and hasattr(i, "module")}
-        item.config.stash[SPENT] = wheelhouses.Spent.of(modules)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """When a module's last test has torn down, the wheelhouses no later module declares go (under CI)."""
-    module = getattr(item, "module", None)
-    spent = item.config.stash.get(SPENT, None)
-    if spent is not None and module is not None and getattr(nextitem, "module", None) is not module:
-        spent.module_ended(module.__name__)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -14,6 +14,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,8 +26,7 @@ import requests
 import yaml
 
 from tests.buildpy import ROOT, build_py
-from tests.session import engines, lanes, wheelhouses
-from tests.session.wheelhouses import Wheelhouse
+from tests.session import engines, lanes
 from torchimages.containers import Containers
 from torchimages.engine import Engine
 from torchimages.input import compat, matrix, specs
@@ -189,6 +189,18 @@ def wheelhouse() -> Path:
     return folder
 
 
+# Where a CUDA-sized build takes its wheels: PyPI itself (torch's CUDA builds are PyPI's default), reached from the
+# build's containers through this machine's TLS-intercepting proxy, as a corporate network is, so the build trusts the
+# machine's CA bundle (--ca-bundle). The wheels are then downloaded inside the install step and gone with it: no
+# wheelhouse on the host and no second copy in the builder's context (3 GB each).
+PYPI = "https://pypi.org/simple"
+
+
+def from_pypi() -> tuple[str, ...]:
+    bundle = os.environ.get("SSL_CERT_FILE") or ssl.get_default_verify_paths().cafile or "/etc/ssl/certs/ca-certificates.crt"
+    return "--torch-index-url", PYPI, "--ca-bundle", bundle
+
+
 def entry_spec(name: str, matrix_file: Path = ROOT / "matrix.yaml") -> specs.ImageSpec:
     """An entry of a matrix: the tests' expectations come from the matrix, not from the tests."""
     plan = specs.resolve(matrix.load(matrix_file))
@@ -218,15 +230,15 @@ class EntryBuild:
 
 
 def build_entry(spec: specs.ImageSpec, out: Path, *options: str, matrix_file: Path = ROOT / "matrix.yaml",
-                env: dict[str, str] | None = None, release: str = RELEASE) -> EntryBuild:
-    """Render the matrix into `out` and build one entry with its variants, as CI does."""
+                env: dict[str, str] | None = None, release: str = RELEASE, only: str | None = None) -> EntryBuild:
+    """Render the matrix into `out` and build one entry with its variants (or the images `only` names), as CI does."""
     env = env or dict(os.environ)
     images = out / "images"
     rendered = build_py("render", "--matrix", str(matrix_file), "--tag", release, "--out", str(images), env=env)
     assert rendered.returncode == 0, rendered.stderr
     untag_earlier_builds(f":{release}-{spec.name}")
     result = build_py("build", "--matrix", str(matrix_file), "--tag", release, "--images", str(images), "--only",
-                      f"{spec.name}*", "--plain", *options, "--report", str(out / "report.json"),
+                      only or f"{spec.name}*", "--plain", *options, "--report", str(out / "report.json"),
                       "--logs", str(out / "logs"), env=env, timeout=2400)
     assert result.returncode == 0, f"building {spec.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
     report = json.loads((out / "report.json").read_text())
@@ -317,22 +329,6 @@ def tested_report(smoke_run: tuple) -> Path:
     return Path(report["_path"])
 
 
-def entry_wheelhouse(spec: specs.ImageSpec) -> Wheelhouse:
-    """torch and everything an entry with the jupyter and ssh variants installs, for Debian's Python (in .cache)."""
-    return Wheelhouse(ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}",
-                      (f"torch=={spec.torch}", *spec.domain_pins, "numpy", f"jupyterlab=={SETTINGS.jupyterlab}",
-                       f"notebook=={SETTINGS.notebook}", "ipykernel"))
-
-
-def cuda_entry_wheelhouse() -> Wheelhouse:
-    return entry_wheelhouse(entry_spec(CUDA_ENTRY))
-
-
-@pytest.fixture(scope="session")
-def cuda_wheelhouse() -> Path:
-    return cuda_entry_wheelhouse().make()
-
-
 @pytest.fixture(scope="session")
 def cuda_base_image(base_image: str) -> str:
     spec = entry_spec(CUDA_ENTRY)
@@ -341,17 +337,13 @@ def cuda_base_image(base_image: str) -> str:
     return image
 
 
-def removed_at_the_end(api: docker.APIClient, make: Callable[[], EntryBuild],
-                       wheels: Path | None = None) -> Iterator[EntryBuild]:
+def removed_at_the_end(api: docker.APIClient, make: Callable[[], EntryBuild]) -> Iterator[EntryBuild]:
     """A CUDA-sized build (about 6 GB) lives as long as the module that asked for it: its BuildKit cache (as large
-    again, and not read by the module's tests) and, under CI, the `wheels` only it builds from (3 GB) go as soon as it
-    is built, its images when the module ends, so that the session holds one at a time, and for as short a time as it
-    can."""
+    again, and not read by the module's tests) goes as soon as it is built, its images when the module ends, so that
+    the session holds one at a time, and for as short a time as it can."""
     before = engines.EngineState.of(api)
     build = make()
     before.prune_cache(api, engines.KEPT_CACHE)
-    if wheels is not None and wheelhouses.removes_spent():
-        wheelhouses.remove(wheels)
     yield build
     for tag in build.tags.values():
         with contextlib.suppress(docker.errors.NotFound):
@@ -359,12 +351,11 @@ def removed_at_the_end(api: docker.APIClient, make: Callable[[], EntryBuild],
 
 
 @pytest.fixture(scope="module")
-def cuda_build(api: docker.APIClient, cuda_base_image: str, cuda_wheelhouse: Path,
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
+def cuda_build(api: docker.APIClient, cuda_base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
     """The CUDA entry with BuildKit, as the release workflow builds it: the one CUDA-sized build of a session."""
     yield from removed_at_the_end(api, lambda: build_entry(
         entry_spec(CUDA_ENTRY), tmp_path_factory.mktemp("cuda-build"), "--base-image", cuda_base_image,
-        "--wheelhouse", str(cuda_wheelhouse), "--offline", "--builder", "buildkit"))
+        *from_pypi(), "--builder", "buildkit"))
 
 
 @pytest.fixture(scope="module")
@@ -373,12 +364,11 @@ def cuda13_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytes
     which the Debian base does not carry and no reachable source provides) from PyPI's wheels, with BuildKit, on a
     local CUDA 13.0 base."""
     spec = specs.resolve(matrix.load(CUDA13_MATRIX)).specs[0]
-    wheels = entry_wheelhouse(spec).make()
     base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
     script("make-cuda-base-image.sh", spec.cuda_image, base, base_image)
     yield from removed_at_the_end(api, lambda: build_entry(
-        spec, tmp_path_factory.mktemp("cuda13-build"), "--base-image", base, "--wheelhouse", str(wheels), "--offline",
-        "--builder", "buildkit", matrix_file=CUDA13_MATRIX))
+        spec, tmp_path_factory.mktemp("cuda13-build"), "--base-image", base, *from_pypi(), "--builder", "buildkit",
+        matrix_file=CUDA13_MATRIX))
 
 
 @pytest.fixture(scope="module")
@@ -414,13 +404,12 @@ def ngc_base_image(api: docker.APIClient, cuda_build: EntryBuild) -> Iterator[st
 
 
 @pytest.fixture(scope="module")
-def ngc_build(api: docker.APIClient, ngc_base_image: str, cuda_wheelhouse: Path,
-              tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
+def ngc_build(api: docker.APIClient, ngc_base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
     """The ngc flavor with BuildKit, as the release workflow builds every entry."""
     spec = entry_spec_with(NGC_MATRIX, NGC_COMPAT)
     yield from removed_at_the_end(api, lambda: build_entry(
-        spec, tmp_path_factory.mktemp("ngc-build"), "--wheelhouse", str(cuda_wheelhouse), "--offline", "--builder",
-        "buildkit", matrix_file=NGC_MATRIX, env=ngc_env()))
+        spec, tmp_path_factory.mktemp("ngc-build"), *from_pypi(), "--builder", "buildkit", matrix_file=NGC_MATRIX,
+        env=ngc_env()))
 
 
 @pytest.fixture(scope="module")

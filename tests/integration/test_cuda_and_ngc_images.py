@@ -19,7 +19,6 @@ from .conftest import (
     EntryBuild,
     build_entry,
     build_py,
-    cuda_entry_wheelhouse,
     entry_spec_with,
     ngc_env,
     run_in,
@@ -27,8 +26,6 @@ from .conftest import (
 )
 
 pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
-
-WHEELHOUSES = (cuda_entry_wheelhouse,)  # under CI removed when the module ends (tests/session/wheelhouses.py)
 
 LITERAL_FORMS = {"jupyter": ("jupyter-lab", "jupyter-notebook", "jupyter-server"), "ssh": ("sshd", "usr-sbin-sshd")}
 

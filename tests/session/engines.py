@@ -59,7 +59,7 @@ class EngineState:
 
     @classmethod
     def of(cls, api: docker.APIClient) -> EngineState:
-        images = api.images()
+        images = api.images(all=True)  # the classic builder's intermediate images too
         return cls(frozenset(c["Id"] for c in api.containers(all=True)), frozenset(i["Id"] for i in images),
                    frozenset(t for i in images for t in i.get("RepoTags") or () if t != "<none>:<none>"),
                    build_cache(api))
@@ -68,12 +68,14 @@ class EngineState:
         """Containers, tags, untagged images and BuildKit cache made since this state, less `keep` and the bases."""
         now = EngineState.of(api)
         tags = sorted(t for t in now.tags - self.tags if t not in keep and not t.startswith(BASES))
-        untagged = [i["Id"] for i in api.images() if i["Id"] not in self.images
-                    and not [t for t in i.get("RepoTags") or () if t != "<none>:<none>"]]
+        # Untagged: intermediate images and images known only by repository@digest (pulled by digest), newest first,
+        # so that a child goes before its parent
+        untagged = [i["Id"] for i in sorted(api.images(all=True), key=lambda i: i["Created"], reverse=True)
+                    if i["Id"] not in self.images and not [t for t in i.get("RepoTags") or () if t != "<none>:<none>"]]
         for container in now.containers - self.containers:
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 api.remove_container(container, force=True, v=True)
-        for reference in [*tags, *untagged]:
+        for reference in [*tags, *untagged, *untagged]:  # again: a parent made in its child's second came first
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # a kept image's parent stays
                 api.remove_image(reference, force=True)
         self.prune_cache(api, keep_cache)

@@ -1,30 +1,35 @@
 """A linux/arm64 CUDA image built and tested on this x86_64 machine, under emulation (scripts/setup-emulation.sh):
 the CUDA 13.0 entry (torch 2.14.0 cu130, whose aarch64 wheels are the CUDA build) for both platforms, its arm64 base
-and ssh variant built by BuildKit, as the release workflow builds. torch's aarch64 wheels are installed by the build
-platform's pip (TORCH_INSTALL=cross): every wheel is the real aarch64 one, no emulator unpacks them. The suite then runs
-in the arm64 containers: versions, hygiene, the GPU-ready tier (CUDA, cuDNN and NCCL read from the aarch64 libraries,
-every CUDA library loads, the aarch64 wheel's kernels cover what the compat data claims for arm64, one copy of each)
-and the ssh service as users start it."""
+and ssh variant built by BuildKit, as the release workflow builds, from PyPI's aarch64 wheels. torch's aarch64 wheels are
+installed by the build platform's pip (TORCH_INSTALL=cross): every wheel is the real aarch64 one, no emulator unpacks
+them; the same cross install from an offline wheelhouse is built first, with stand-in wheels for both machines. The
+suite then runs in the arm64 containers: versions, hygiene, the GPU-ready tier (CUDA, cuDNN and NCCL read from the
+aarch64 libraries, every CUDA library loads, the aarch64 wheel's kernels cover what the compat data claims for arm64, one
+copy of each) and the ssh service as users start it."""
 
 from __future__ import annotations
 
+import io
+import tarfile
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import pytest
 
-from tests.session.wheelhouses import Wheelhouse
 from torchimages.input import matrix, specs
 
 from ..conftest import (
     DATA,
-    ROOT,
+    RELEASE,
     EntryBuild,
     build_entry,
+    from_pypi,
     removed_at_the_end,
     script,
     smoke_test,
 )
+from ..stub_wheels import stub_torch_wheel, stub_wheel
 
 pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
 
@@ -32,30 +37,70 @@ MATRIX = DATA / "cu130-py311-platforms.matrix.yaml"
 ARM64 = "linux/arm64"
 
 
-def arm64_wheelhouse() -> Wheelhouse:
-    """The aarch64 wheels of torch and the rest of the entry, for Debian's Python."""
-    spec = specs.resolve(matrix.load(MATRIX)).specs[0]
-    return Wheelhouse(ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}-aarch64",
-                      (f"torch=={spec.torch}", *spec.domain_pins, "numpy"), machine="aarch64")
-
-
-WHEELHOUSES = (arm64_wheelhouse,)  # under CI removed once built from (removed_at_the_end, tests/session/wheelhouses.py)
-
-
-@pytest.fixture(scope="module")
-def arm64_cuda_build(api: docker.APIClient, base_image: str, arm64_base_image: str,
-                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
-    spec = specs.resolve(matrix.load(MATRIX)).specs[0]
-    wheels = arm64_wheelhouse().make()
+def cuda_bases(spec: specs.ImageSpec, base_image: str, arm64_base_image: str) -> dict[str, str]:
+    """The entry's CUDA base for each platform, made from the Debian bases; the amd64 one is the cross-installer's."""
     bases = {}
     for platform, os_base in (("linux/amd64", base_image), (ARM64, arm64_base_image)):
         bases[platform] = f"torchimages/cuda:{spec.cuda_image}-base-debian12{'-arm64' if platform == ARM64 else ''}"
         script("make-cuda-base-image.sh", str(spec.cuda_image), bases[platform], os_base)
+    return bases
+
+
+def platform_options(bases: dict[str, str]) -> tuple[str, ...]:
     # The amd64 base is the cross-installer's: the build platform's pip installs the aarch64 wheels
+    return ("--platform", ARM64, "--base-image", bases["linux/amd64"], "--base-image", f"{ARM64}={bases[ARM64]}",
+            "--builder", "buildkit")
+
+
+def stub_wheelhouse(spec: specs.ImageSpec, folder: Path) -> Path:
+    """The entry's wheels as stand-ins: torch for both machines, each naming its machine, its paired libraries and
+    numpy. Only the aarch64 torch may reach the build (the context holds the target's wheels, pip picks them)."""
+    folder.mkdir()
+    for machine in ("x86_64", "aarch64"):
+        stub_torch_wheel(folder, spec.torch, spec.cuda, f"cp311-cp311-manylinux_2_17_{machine}", machine=machine)
+    for name, version in (pin.split("==") for pin in (*spec.domain_pins, "numpy==2.4.6")):
+        stub_wheel(folder, name, version, {f"{name}/__init__.py": f"__version__ = {version!r}\n"})
+    return folder
+
+
+@pytest.fixture(scope="module")
+def arm64_stub_build(api: docker.APIClient, base_image: str, arm64_base_image: str,
+                     tmp_path_factory: pytest.TempPathFactory) -> EntryBuild:
+    """The entry's base for linux/arm64 from a wheelhouse alone (--offline), its wheels stand-ins; built before the
+    real one, which then finds the emulated OS steps in the builder's cache."""
+    spec = specs.resolve(matrix.load(MATRIX)).specs[0]
+    folder = tmp_path_factory.mktemp("arm64-stub")
+    return build_entry(spec, folder, *platform_options(cuda_bases(spec, base_image, arm64_base_image)),
+                       "--wheelhouse", str(stub_wheelhouse(spec, folder / "wheels")), "--offline",
+                       matrix_file=MATRIX, release=f"{RELEASE}-stub", only=spec.name)
+
+
+@pytest.fixture(scope="module")
+def arm64_cuda_build(api: docker.APIClient, base_image: str, arm64_base_image: str, arm64_stub_build: EntryBuild,
+                     tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
+    """The entry and its ssh variant for linux/arm64 from PyPI's aarch64 wheels."""
+    spec = specs.resolve(matrix.load(MATRIX)).specs[0]
+    options = platform_options(cuda_bases(spec, base_image, arm64_base_image))
     yield from removed_at_the_end(api, lambda: build_entry(
-        spec, tmp_path_factory.mktemp("arm64-cuda"), "--platform", ARM64, "--base-image", bases["linux/amd64"],
-        "--base-image", f"{ARM64}={bases[ARM64]}", "--wheelhouse", str(wheels), "--offline", "--builder", "buildkit",
-        matrix_file=MATRIX), wheels)
+        spec, tmp_path_factory.mktemp("arm64-cuda"), *options, *from_pypi(), matrix_file=MATRIX))
+
+
+def test_a_cross_build_installs_the_targets_wheels_from_an_offline_wheelhouse(
+        api: docker.APIClient, arm64_stub_build: EntryBuild) -> None:
+    """--wheelhouse --offline on a cross build: the context holds the target's wheels only, and the build platform's
+    pip installs them for the target, with no index."""
+    record = arm64_stub_build.record("base")
+    assert record["platform"] == ARM64, record
+    info = api.inspect_image(record["tag"])
+    assert (info["Os"], info["Architecture"]) == ("linux", "arm64"), info
+    container = api.create_container(record["tag"])["Id"]  # read, not run: no emulator needed
+    try:
+        bits, _ = api.get_archive(container, "/opt/venv/lib/python3.11/site-packages/torch/version.py")
+    finally:
+        api.remove_container(container)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(bits))) as archive:
+        version_py = archive.extractfile("version.py").read().decode()
+    assert "machine = 'aarch64'" in version_py and f"cuda = {arm64_stub_build.spec.cuda!r}" in version_py, version_py
 
 
 @pytest.fixture(scope="module")

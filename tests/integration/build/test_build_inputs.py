@@ -7,9 +7,7 @@ numpy and six, so the build installs, commits and scans kilobytes where torch's 
 
 from __future__ import annotations
 
-import base64
 import fcntl
-import hashlib
 import re
 import shutil
 import socket
@@ -20,7 +18,6 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -32,6 +29,7 @@ import pytest
 
 from ..conftest import build_py, render_cpu_entry, run_in
 from ..layers import scan_layers
+from ..stub_wheels import stub_torch_wheel
 
 pytestmark = [pytest.mark.lane("side")]
 
@@ -60,31 +58,12 @@ def make_certificates(folder: Path, address: str) -> tuple[Path, Path, Path]:
 STUB_TORCH = "2.13.0+stub"  # the matrix's torch 2.13.0 (`torch==2.13.0` matches it), marked as this test's
 
 
-def stub_torch_wheel(folder: Path) -> Path:
-    """A pure-Python `torch` wheel with what the build reads of torch: its version and the CUDA it was built for."""
-    files = {"torch/__init__.py": f"__version__ = {STUB_TORCH!r}\nfrom . import version\n",
-             "torch/version.py": f"__version__ = {STUB_TORCH!r}\ncuda = None\n",
-             f"torch-{STUB_TORCH}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {STUB_TORCH}\n",
-             f"torch-{STUB_TORCH}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: torchimages-tests\n"
-                                                   "Root-Is-Purelib: true\nTag: py3-none-any\n"}
-    def record(text: str) -> str:
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        return f"sha256={digest},{len(text.encode())}"
-    rows = [f"{name},{record(text)}" for name, text in files.items()]
-    files[f"torch-{STUB_TORCH}.dist-info/RECORD"] = "\n".join([*rows, f"torch-{STUB_TORCH}.dist-info/RECORD,,"]) + "\n"
-    wheel = folder / f"torch-{STUB_TORCH}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-    return wheel
-
-
 def write_simple_index(wheelhouse: Path, root: Path) -> None:
     """A PEP 503 index of the wheelhouse, its torch replaced by the stub: /simple/NAME/ links to /files/WHEEL."""
     (root / "files").mkdir(parents=True)
     projects: dict[str, list[str]] = {}
     real = [wheel for wheel in wheelhouse.glob("*.whl") if not wheel.name.startswith("torch-")]
-    for wheel in sorted([*real, stub_torch_wheel(root)]):
+    for wheel in sorted([*real, stub_torch_wheel(root, STUB_TORCH, None)]):
         (root / "files" / wheel.name).symlink_to(wheel.resolve())
         projects.setdefault(re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower(), []).append(wheel.name)
     for project, wheels in projects.items():

@@ -13,39 +13,26 @@ from pathlib import Path
 import docker
 import pytest
 
-from tests.session.wheelhouses import Wheelhouse
 from torchimages.build.budget import VARIANT_BUDGETS
 from torchimages.input import matrix, specs
 from torchimages.input.grammar import DEFAULT_PLATFORM
-from torchimages.settings import SETTINGS
 from torchimages.verify.smoke import NO_GPU
 
-from ..conftest import DATA, ROOT, EntryBuild, build_entry, removed_at_the_end, run_in, script, smoke_test
+from ..conftest import DATA, EntryBuild, build_entry, from_pypi, removed_at_the_end, run_in, script, smoke_test
 
 pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
 
 DEVEL_MATRIX = DATA / "cu130-py311-devel.matrix.yaml"
 
 
-def devel_wheelhouse() -> Wheelhouse:
-    """torch, its compiler from PyPI and ninja, for Debian's Python."""
-    spec = specs.resolve(matrix.load(DEVEL_MATRIX)).specs[0]
-    return Wheelhouse(ROOT / ".cache" / f"wheelhouse-{spec.torch_variant}",
-                      (f"torch=={spec.torch}", *spec.domain_pins, "numpy", str(spec.devel_pip), f"ninja=={SETTINGS.ninja}"))
-
-
-WHEELHOUSES = (devel_wheelhouse,)  # under CI removed once built from (removed_at_the_end, tests/session/wheelhouses.py)
-
-
 @pytest.fixture(scope="module")
 def devel_build(api: docker.APIClient, base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EntryBuild]:
     spec = specs.resolve(matrix.load(DEVEL_MATRIX)).specs[0]
-    wheels = devel_wheelhouse().make()
     base = f"torchimages/cuda:{spec.cuda_image}-base-debian12"
     script("make-cuda-base-image.sh", str(spec.cuda_image), base, base_image)
     yield from removed_at_the_end(api, lambda: build_entry(
-        spec, tmp_path_factory.mktemp("devel-build"), "--base-image", base, "--wheelhouse", str(wheels), "--offline",
-        "--builder", "buildkit", matrix_file=DEVEL_MATRIX), wheels)
+        spec, tmp_path_factory.mktemp("devel-build"), "--base-image", base, *from_pypi(), "--builder", "buildkit",
+        matrix_file=DEVEL_MATRIX))
 
 
 @pytest.fixture(scope="module")
