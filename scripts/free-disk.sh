@@ -13,11 +13,11 @@ cd "$(dirname "$0")/.."
 # the last lines of every test run print these (tests/session/disk.py: "time and disk per test module"); update them
 # when a change moves them. The shares are each folder's own peak; the folders do not peak together, so a
 # filesystem that holds them all needs the session's peak, not their sum.
-engine_gb=15      # the first engine (the main lane): the CPU entry's builds, then the cache and workflow modules
-lane_gb=15        # the side engine (tests/session/lanes.py): the arm64, devel and CUDA/ngc modules, one at a time
+engine_gb=10      # the first engine (the main lane): the CPU entry's builds, then the cache and workflow modules
+lane_gb=11        # the side engine (tests/session/lanes.py): the arm64, devel and CUDA/ngc modules, one at a time
 temp_gb=5         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
 cache_gb=1        # the checkout's .cache: the CPU wheelhouse, SBOMs, skopeo (CUDA-sized builds take PyPI's wheels)
-session_gb=22     # the session's peak on one filesystem (two lanes): the arm64 CUDA build beside the CPU entry's builds
+session_gb=18     # the session's peak on one filesystem (two lanes): the devel build beside the first push's SBOM scans
 margin_pct=15     # on top of the peak: the disk is shared, and a session's peak moves with what it builds
 
 root=$(docker info --format '{{.DockerRootDir}}')

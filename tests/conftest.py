@@ -20,7 +20,7 @@ CLEANUP = engines.SessionCleanup()
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "lane(name): the lane an integration module runs in, main or side "
                                        "(tests/session/lanes.py)")
-    config.addinivalue_line("markers", "heavy: a module that holds 10-15 GB: alone among heavy modules, first in the "
+    config.addinivalue_line("markers", "heavy: a module that holds about 10 GB: alone among heavy modules, first in the "
                                        "side lane, last in the main lane")
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         # A session started as a script's background job inherits SIGINT ignored; the tests of Ctrl-C stand for a

@@ -68,16 +68,18 @@ class EngineState:
         """Containers, tags, untagged images and BuildKit cache made since this state, less `keep` and the bases."""
         now = EngineState.of(api)
         tags = sorted(t for t in now.tags - self.tags if t not in keep and not t.startswith(BASES))
-        # Untagged: intermediate images and images known only by repository@digest (pulled by digest), newest first,
-        # so that a child goes before its parent
-        untagged = [i["Id"] for i in sorted(api.images(all=True), key=lambda i: i["Created"], reverse=True)
-                    if i["Id"] not in self.images and not [t for t in i.get("RepoTags") or () if t != "<none>:<none>"]]
         for container in now.containers - self.containers:
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                 api.remove_container(container, force=True, v=True)
-        for reference in [*tags, *untagged, *untagged]:  # again: a parent made in its child's second came first
+        for tag in tags:
+            with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                api.remove_image(tag, force=True)
+        # Then what has no tag left: intermediate images and images known only by repository@digest (pulled by digest)
+        untagged = [i for i in api.images(all=True) if i["Id"] not in self.images
+                    and not [t for t in i.get("RepoTags") or () if t != "<none>:<none>"]]
+        for image in deepest_first(untagged):
             with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):  # a kept image's parent stays
-                api.remove_image(reference, force=True)
+                api.remove_image(image, force=True)
         self.prune_cache(api, keep_cache)
 
     def prune_cache(self, api: docker.APIClient, keep: set[str]) -> None:
@@ -91,6 +93,16 @@ class EngineState:
             made = build_cache(api) - self.cache - keep
             if not [r for r in made if api.prune_builds(filters={"id": r}, all=True).get("CachesDeleted")]:
                 return
+
+
+def deepest_first(images: list[dict]) -> list[str]:
+    """Image IDs, each before its parent (a classic build's chain; the steps built on a pulled image), whatever their
+    times say: a pulled image and the steps on it share one."""
+    parent = {image["Id"]: image.get("ParentId") or "" for image in images}
+
+    def depth(image: str) -> int:
+        return 1 + depth(parent[image]) if parent.get(image) in parent else 0
+    return sorted(parent, key=depth, reverse=True)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ it), each on an engine of its own, so a module's cleanup touches only what its l
 - main: the first engine (DOCKER_HOST);
 - side: the second engine, TORCHIMAGES_SIDE_ENGINE (default unix:///var/run/torchimages-side.sock, which
   scripts/start-side-engine.sh starts).
-A heavy module (a CUDA-sized image, a release) holds 10-15 GB: the side lane runs its heavy modules first, the main
+A heavy module (a CUDA-sized image, a release) holds about 10 GB: the side lane runs its heavy modules first, the main
 lane last, so that they meet the other lane's light ones; they also take a lock both lanes share (engines.py). The
 unit tier is marked in tests/unit/conftest.py. An integration module without a lane is a collection error naming it.
 

@@ -16,7 +16,7 @@ from torchimages.build.jobs import GPU_ARCHS_LABEL, PLATFORM_LABEL
 
 from ..conftest import EntryBuild, Registry, build_py, push_candidates, tags_set_aside
 
-pytestmark = [pytest.mark.lane("main"), pytest.mark.heavy]
+pytestmark = [pytest.mark.lane("main")]
 
 NEXT = "it-next"
 STAMPED = ("org.opencontainers.image.version", "org.opencontainers.image.base.name")
