@@ -183,16 +183,44 @@ def image_exists(api: docker.APIClient, tag: str) -> bool:
 
 
 def connect(timeout: int) -> docker.APIClient:
-    """A low-level client found the way the docker CLI finds the engine; a clear error if none answers."""
+    """A low-level client found the way the docker CLI finds the engine; a clear error if none answers, or if it is a
+    Docker engine older than the oldest this tool is tested on."""
     address = engine_address()
     try:
         client = docker.APIClient(base_url=address, timeout=timeout, version="auto")
         client.ping()
+        version = client.version()
     except (docker.errors.DockerException, requests.exceptions.RequestException, OSError, ValueError) as exc:
         reason = str(exc).splitlines()[0][:200]  # ValueError: a DOCKER_HOST the SDK cannot parse (tcp://[::1)
         raise EngineUnavailable(f"no Docker engine answers at {address} ({reason}); start it "
                                 "(scripts/start-engine.sh starts Debian's dockerd) or set DOCKER_HOST") from None
+    if why := too_old(version):
+        raise UnsupportedEngine(f"the Docker engine at {address} is {why}")
     return client
+
+
+# The oldest Docker engine generation this tool is tested on (docs/engines.md): Debian 12's dockerd 20.10.
+OLDEST_ENGINE = (20, 10)
+
+
+class UnsupportedEngine(UserError):
+    """An engine older than the oldest supported one: builds there fail in ways this tool does not explain."""
+
+
+def too_old(version: dict[str, Any]) -> str | None:
+    """Why a Docker engine's /version answer is below the floor, or None. Only Docker's own engine (its component is
+    named Engine, or it names none, as before 17.06) is judged: another engine speaking its API (Podman) numbers its
+    versions otherwise."""
+    components = [str(c.get("Name")) for c in version.get("Components") or [] if isinstance(c, dict)]
+    found = re.match(r"(\d+)\.(\d+)", str(version.get("Version") or ""))
+    if (components and "Engine" not in components) or not found:
+        return None
+    if (int(found[1]), int(found[2])) >= OLDEST_ENGINE:
+        return None
+    shown = ANSI.sub("", str(version.get("Version")))[:40].encode("ascii", "replace").decode()
+    oldest = ".".join(map(str, OLDEST_ENGINE))
+    return (f"{shown!r}, older than {oldest}, the oldest this tool is tested on (docs/engines.md): upgrade it, or "
+            "point DOCKER_HOST at a newer one")
 
 
 def failure_hint(outcome: BuildOutcome, base_image: str | None) -> str:

@@ -10,6 +10,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -299,6 +300,54 @@ def test_a_docker_host_where_no_engine_answers_is_one_line(monkeypatch: pytest.M
     message = str(refused.value)
     assert "no Docker engine answers at" in message and "set DOCKER_HOST" in message, message
     assert "\n" not in message and "\x1b" not in message, message
+
+
+class AgedEngine(AnsweringHandler):
+    """A Docker API that answers its ping and its /version with the version the test gives (`answers`)."""
+
+    answers: ClassVar[dict] = {}
+
+    def do_GET(self) -> None:
+        if self.path.endswith("/_ping"):
+            self.answer(200, b"OK", {"Content-Type": "text/plain", "Api-Version": "1.40"})
+        else:
+            self.answer(200, json.dumps({"ApiVersion": "1.40", **self.answers}).encode(), {"Content-Type": "application/json"})
+
+    do_HEAD = do_GET
+
+
+ENGINES = [({"Version": "19.03.15", "Components": [{"Name": "Engine", "Version": "19.03.15"}]}, "'19.03.15', older"),
+           ({"Version": "1.13.1"}, "'1.13.1', older"),  # before components were listed
+           ({"Version": "19.03.0\x1b[2J\nforged", "Components": [{"Name": "Engine"}]}, "older than 20.10"),
+           ({"Version": "20.10.24+dfsg1", "Components": [{"Name": "Engine"}]}, None),
+           ({"Version": "26.1.5+dfsg1", "Components": [{"Name": "Engine"}]}, None),
+           ({"Version": "4.9.3", "Components": [{"Name": "Podman Engine"}]}, None)]  # numbered otherwise: not judged
+
+
+@pytest.mark.parametrize(("answers", "said"), ENGINES)
+def test_a_docker_engine_older_than_the_floor_is_one_line(monkeypatch: pytest.MonkeyPatch, answers: dict,
+                                                          said: str | None) -> None:
+    """An engine below the oldest generation the tool is tested on (20.10) is refused where it is first asked, one line
+    naming its version (exit 2); a supported one, or an engine that is not Docker's, is used."""
+    from torchimages.engine import Engine, UnsupportedEngine
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("Engine", (AgedEngine,), {"answers": answers}))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{server.server_port}")
+    try:
+        if said is None:
+            assert Engine(timeout=10).version() == answers["Version"]
+            return
+        with pytest.raises(UnsupportedEngine) as refused:
+            Engine(timeout=10)
+        message = str(refused.value)
+        assert said in message and "docs/engines.md" in message, message
+        assert "\n" not in message and "\x1b" not in message and refused.value.exit_code == 2, message
+        result = run_cli("test", "--tag", "v1")
+        assert result.returncode == 2 and said in result.stderr and len(result.stderr.strip().splitlines()) == 1, \
+            result.stderr
+    finally:
+        server.shutdown()
 
 
 class EmptyIndex(AnsweringHandler):
