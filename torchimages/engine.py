@@ -152,6 +152,12 @@ class Engine:
         """The engine's version (20.10.24, 26.1.5), as its API answers it."""
         return str(self.api.version().get("Version") or "unknown")
 
+    def default_builder(self) -> str:
+        """The builder this engine uses when none is named: BuildKit from Docker 23 (its `docker build` is BuildKit's,
+        the classic builder deprecated), the classic builder before (docs/engines.md)."""
+        found = re.match(r"(\d+)\.", self.version())
+        return "buildkit" if found and int(found[1]) >= BUILDKIT_BY_DEFAULT else "classic"
+
     def platform(self) -> str:
         """The engine's own platform (linux/amd64): what it builds without emulation."""
         version = self.api.version()
@@ -201,6 +207,9 @@ def connect(timeout: int) -> docker.APIClient:
 
 # The oldest Docker engine generation this tool is tested on (docs/engines.md): Debian 12's dockerd 20.10.
 OLDEST_ENGINE = (20, 10)
+# The first Docker engine whose `docker build` is BuildKit (Docker 23.0's release notes: "BuildKit is now the default
+# builder on Linux"); before it, the classic builder.
+BUILDKIT_BY_DEFAULT = 23
 
 
 class UnsupportedEngine(UserError):

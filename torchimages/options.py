@@ -129,9 +129,10 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--dry-run", is_flag=True, help="Print the plan (images, tags, order, contexts); touch no engine."),
         jobs_option,
         click.option("--no-cache", is_flag=True, help="Rebuild every step instead of reusing cached layers."),
-        click.option("--builder", type=click.Choice(("classic", "buildkit")), default="classic", show_default=True,
+        click.option("--builder", type=click.Choice(("classic", "buildkit")), default=None,
                      envvar="TORCHIMAGES_BUILDER",
-                     help="classic: the Docker SDK; buildkit: BuildKit through a docker CLI (buildx, or a 20.10 client)."),
+                     help="classic: the Docker SDK; buildkit: BuildKit through a docker CLI (buildx, or a 20.10 client). "
+                          "[default: the engine's own: buildkit from Docker 23, classic before]"),
         plain_option,
         report_option(),
         logs_option,

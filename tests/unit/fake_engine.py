@@ -23,8 +23,8 @@ class FakeEngine:
 
     def __init__(self, *, refuse_gpus: bool = True, smi: tuple[int, bytes] = (0, ONE_GPU),
                  images: dict[str, dict[str, Any]] | None = None,
-                 runs: dict[str, tuple[int, bytes]] | None = None, arch: str = "amd64") -> None:
-        self.refuse_gpus, self.smi, self.stderr, self.arch = refuse_gpus, smi, b"", arch
+                 runs: dict[str, tuple[int, bytes]] | None = None, arch: str = "amd64", version: str = "20.10.24") -> None:
+        self.refuse_gpus, self.smi, self.stderr, self.arch, self.engine_version = refuse_gpus, smi, b"", arch, version
         self.images, self.runs = images or {}, runs or {}
         self.created: list[dict[str, Any]] = []  # each container's host config
         self.commands: dict[str, str] = {}  # container -> the command it runs
@@ -36,7 +36,7 @@ class FakeEngine:
         return Engine(api=self)  # type: ignore[arg-type]
 
     def version(self) -> dict[str, str]:
-        return {"Os": "linux", "Arch": self.arch, "Version": "20.10.24"}
+        return {"Os": "linux", "Arch": self.arch, "Version": self.engine_version}
 
     def inspect_image(self, tag: str) -> dict[str, Any]:
         if tag not in self.images:

@@ -102,9 +102,10 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
     return report
 
 
-def builder_of(name: str, engine: Engine) -> Builder:
-    """The backend --builder names: the classic builder through the SDK, or BuildKit through a docker CLI."""
-    if name == "buildkit":
+def builder_of(name: str | None, engine: Engine) -> Builder:
+    """The backend --builder names: the classic builder through the SDK, or BuildKit through a docker CLI; without
+    --builder, the engine's own default (engine.default_builder: BuildKit from Docker 23)."""
+    if (name or engine.default_builder()) == "buildkit":
         from .buildkit import BuildKitBuilder
 
         return BuildKitBuilder(engine)
