@@ -89,4 +89,4 @@ def test_the_session_collects_in_the_order_the_marks_give() -> None:
     modules = list(dict.fromkeys(line.split("::")[0] for line in result.stdout.splitlines() if "::" in line))
     assert modules[:3] == ["tests/integration/build/test_arm64_cuda_image.py", "tests/integration/build/test_devel_image.py",
                            "tests/integration/test_cuda_and_ngc_images.py"], modules
-    assert modules[-2:] == ["tests/integration/build/test_cache_from.py", "tests/integration/test_workflows.py"], modules
+    assert modules[-1] == "tests/integration/test_workflows.py", modules  # the main lane's one heavy module, last
