@@ -262,7 +262,7 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
     previous = manifest.read(values["previous_manifest"]) if values["previous_manifest"] else None
     return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
                         no_cache=values["no_cache"], plain=values["plain"], report=values["report"], logs=values["logs"],
-                        inputs=inputs, budget=budget_from(values, previous), builder=str(values["builder"]),
+                        inputs=inputs, budget=budget_from(values, previous), builder=values["builder"],
                         cache=cache_sources_from(tuple(values["cache_from"]), previous, repository,
                                                  no_cache=bool(values["no_cache"])))
 

@@ -45,7 +45,8 @@ class BuildOptions:
     cache: CacheSources = field(default_factory=CacheSources)
     # (registry host, auth config): credentials for pulling cache sources from the registry pushed to, and no other
     registry_auth: tuple[str, dict[str, str]] | None = None
-    builder: str = "classic"  # classic (the Docker SDK) or buildkit (a docker CLI; torchimages.build.buildkit)
+    # classic (the Docker SDK), buildkit (a docker CLI; torchimages.build.buildkit), or None: the engine's own default
+    builder: str | None = None
 
     @property
     def report_path(self) -> Path:
