@@ -15,6 +15,7 @@ import docker.errors
 import requests.exceptions
 
 from .errors import UserError
+from .unpacked import LayerSizes, UncountedLayer
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # A step's command that failed, as each builder words it (the whole command quoted inside, which the step already
@@ -85,6 +86,8 @@ class Engine:
         self.no_cache = no_cache
         self._local = threading.local()
         self._given = api
+        self._store: str | None = None
+        self.layer_sizes = LayerSizes()
         _ = self.api  # connect now, so an absent engine fails before any work starts
 
     @property
@@ -163,14 +166,33 @@ class Engine:
         version = self.api.version()
         return f"{version.get('Os') or 'linux'}/{version.get('Arch') or 'amd64'}"
 
-    def image_size(self, reference: str) -> int:
-        """A local image's size in bytes, as `docker images` shows it."""
-        return int(self.api.inspect_image(reference)["Size"])
+    def store(self) -> str:
+        """The engine's image store, as `docker info` names its driver: CONTAINERD_STORE (`driver-type:
+        io.containerd.snapshotter.v1`, Docker 29's default) or CLASSIC_STORE (a graph driver: overlay2)."""
+        if self._store is None:
+            status = {str(pair[0]): str(pair[1]) for pair in self.api.info().get("DriverStatus") or []
+                      if isinstance(pair, list | tuple) and len(pair) == 2}
+            self._store = CONTAINERD_STORE if status.get("driver-type") == CONTAINERD_SNAPSHOTTER else CLASSIC_STORE
+        return self._store
+
+    def image_size(self, reference: str) -> int | None:
+        """A local image's unpacked size in bytes, the same quantity on both stores: the classic store answers it;
+        on the containerd store (whose `Size` is the packed content) it is counted from the saved layers
+        (torchimages.unpacked); None when they cannot be counted there."""
+        return self._size(reference, int(self.api.inspect_image(reference)["Size"]))
 
     def image_info(self, tag: str) -> dict[str, Any]:
-        """ID, size in bytes and layer count of a built image."""
+        """ID, unpacked size in bytes (image_size) and layer count of a built image."""
         data = self.api.inspect_image(tag)
-        return {"id": data["Id"], "size": data["Size"], "layers": len(data["RootFS"]["Layers"])}
+        return {"id": data["Id"], "size": self._size(tag, int(data["Size"])), "layers": len(data["RootFS"]["Layers"])}
+
+    def _size(self, reference: str, answered: int) -> int | None:
+        if self.store() == CLASSIC_STORE:
+            return answered
+        try:
+            return self.layer_sizes.image_size(self.api.get_image(reference))
+        except UncountedLayer:
+            return None
 
     def tag(self, image_id: str, repository: str, tag: str) -> None:
         self.api.tag(image_id, repository, tag)
@@ -205,6 +227,10 @@ def connect(timeout: int) -> docker.APIClient:
     return client
 
 
+# The image stores (docs/engines.md): the graph drivers' (overlay2), and containerd's, which `docker info` names by the
+# snapshotter's plugin type.
+CLASSIC_STORE, CONTAINERD_STORE = "classic", "containerd"
+CONTAINERD_SNAPSHOTTER = "io.containerd.snapshotter.v1"
 # The oldest Docker engine generation this tool is tested on (docs/engines.md): Debian 12's dockerd 20.10.
 OLDEST_ENGINE = (20, 10)
 # The first Docker engine whose `docker build` is BuildKit (Docker 23.0's release notes: "BuildKit is now the default

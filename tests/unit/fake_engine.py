@@ -23,9 +23,13 @@ class FakeEngine:
 
     def __init__(self, *, refuse_gpus: bool = True, smi: tuple[int, bytes] = (0, ONE_GPU),
                  images: dict[str, dict[str, Any]] | None = None,
-                 runs: dict[str, tuple[int, bytes]] | None = None, arch: str = "amd64", version: str = "20.10.24") -> None:
+                 runs: dict[str, tuple[int, bytes]] | None = None, arch: str = "amd64", version: str = "20.10.24",
+                 driver_status: list[list[str]] | None = None, saved: dict[str, bytes] | None = None) -> None:
         self.refuse_gpus, self.smi, self.stderr, self.arch, self.engine_version = refuse_gpus, smi, b"", arch, version
         self.images, self.runs = images or {}, runs or {}
+        # `docker info`'s DriverStatus (the classic store's overlay2 unless given), and what `docker save` streams
+        self.driver_status = driver_status or [["Backing Filesystem", "extfs"], ["Supports d_type", "true"]]
+        self.saved = saved or {}
         self.created: list[dict[str, Any]] = []  # each container's host config
         self.commands: dict[str, str] = {}  # container -> the command it runs
         self.removed: list[str] = []
@@ -37,6 +41,13 @@ class FakeEngine:
 
     def version(self) -> dict[str, str]:
         return {"Os": "linux", "Arch": self.arch, "Version": self.engine_version}
+
+    def info(self) -> dict[str, Any]:
+        return {"DriverStatus": self.driver_status}
+
+    def get_image(self, image: str, chunk_size: int = 2 * 1024 * 1024) -> Any:
+        data = self.saved[image]
+        return (data[start:start + chunk_size] for start in range(0, len(data), chunk_size))
 
     def inspect_image(self, tag: str) -> dict[str, Any]:
         if tag not in self.images:

@@ -24,7 +24,7 @@ class FloorMeter:
 
     engine: Engine
     known: dict[str, int] = field(default_factory=dict)  # image id -> floor measured before
-    _os: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _os: dict[str, tuple[int | None, int]] = field(default_factory=dict)
 
     def floor(self, image: str, os_base: str, *, image_id: str | None = None) -> int | None:
         """Bytes of `os_base` plus what `image` installed on it; None when either cannot be measured."""
@@ -36,6 +36,8 @@ class FloorMeter:
             base_size, base_dpkg = self._os[os_base]
             dpkg, python = self._measure(image)
         except (*ENGINE_ERRORS, ValueError, RuntimeError):
+            return None
+        if base_size is None:  # its layers could not be counted (torchimages.unpacked)
             return None
         return floor_bytes(base_size, base_dpkg, dpkg, python)
 
