@@ -133,6 +133,10 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
                      envvar="TORCHIMAGES_BUILDER",
                      help="classic: the Docker SDK; buildkit: BuildKit through a docker CLI (buildx, or a 20.10 client). "
                           "[default: the engine's own: buildkit from Docker 23, classic before]"),
+        click.option("--buildx-builder", metavar="NAME", envvar="TORCHIMAGES_BUILDX_BUILDER",
+                     help="The buildx builder instance BuildKit builds on (`docker buildx ls`: a docker context's engine, "
+                          "a remote or kubernetes BuildKit fleet); the image is loaded into DOCKER_HOST's engine. "
+                          "[default: buildx's current builder]"),
         plain_option,
         report_option(),
         logs_option,
@@ -263,6 +267,7 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
     return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
                         no_cache=values["no_cache"], plain=values["plain"], report=values["report"], logs=values["logs"],
                         inputs=inputs, budget=budget_from(values, previous), builder=values["builder"],
+                        buildx_builder=values["buildx_builder"],
                         cache=cache_sources_from(tuple(values["cache_from"]), previous, repository,
                                                  no_cache=bool(values["no_cache"])))
 

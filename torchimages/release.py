@@ -84,7 +84,7 @@ def print_plan(plan: Plan, options: BuildOptions) -> None:
 def build(plan: Plan, options: BuildOptions, engine: Engine) -> Report:
     """Build, and print each failure's message."""
     buildstage.check_contexts(buildstage.select(plan, options), options.release)
-    builder = buildstage.builder_of(options.builder, engine)
+    builder = buildstage.builder_of(options.builder, engine, instance=options.buildx_builder)
     err.print(f"building with {builder.describe()}", highlight=False)
     with shown(options.plain, options.logs_dir) as (emit, logs):
         report = buildstage.build(plan, options, engine, emit, logs, builder=builder)

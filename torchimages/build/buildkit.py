@@ -37,6 +37,9 @@ QUIET = re.compile(r"^#\d+ (sha256:[0-9a-f]+|DONE [0-9.]+s|CACHED)$")  # bookkee
 # What Dockerfile.buildkit reads from the build-env secret (macros.build_args); the rest stay build arguments.
 SECRET_ARGUMENTS = frozenset({"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "TORCH_INDEX_URL", "OFFLINE"})
 MODERN_CLIENT = 23  # from 23.0 the CLI builds with BuildKit only through buildx
+# A buildx builder instance's name as `docker buildx create --name` accepts it (and a docker context's name): never
+# an option, never a path.
+BUILDX_BUILDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,13 @@ class BuildKitCli:
     version: str
     buildx: bool
 
-    def command(self) -> list[str]:
-        return [self.path, "buildx", "build", "--load"] if self.buildx else [self.path, "build"]
+    def command(self, selects: list[str] | None = None) -> list[str]:
+        """The build command; `selects`: the options that name a buildx builder (check_instance), buildx only."""
+        if not self.buildx:
+            return [self.path, "build"]
+        context = selects if selects and selects[0] == "--context" else []
+        builder = selects if selects and selects[0] == "--builder" else []
+        return [self.path, *context, "buildx", "build", *builder, "--load"]
 
     def describe(self) -> str:
         return f"{self.path} {self.version} ({'buildx' if self.buildx else 'DOCKER_BUILDKIT=1'})"
@@ -105,6 +113,46 @@ def find_cli(search: str | None = None) -> BuildKitCli:
                     "/usr/bin/docker), or build with --builder classic")
 
 
+def check_instance(cli: BuildKitCli, instance: str) -> list[str]:
+    """A named buildx builder must be one buildx knows, before any build starts; a UserError saying why not. Returns
+    the CLI's options that select it: a builder of the docker driver builds on its docker context's engine (buildx
+    refuses it from any other context), which must be the engine this run inspects; any other driver (remote,
+    kubernetes, docker-container) loads the image into DOCKER_HOST's engine."""
+    if not BUILDX_BUILDER.match(instance):
+        raise UserError(f"--buildx-builder {visible(instance)[:80]!r} is not a builder name (letters, digits, '_', '.', "
+                        "'-'; `docker buildx ls` lists them)")
+    if not cli.buildx:
+        raise UserError(f"--buildx-builder {instance} needs the buildx plugin, and {cli.describe()} has none")
+    said = ask(cli, ["buildx", "inspect", instance])
+    if said.returncode != 0:
+        raise UserError(f"no buildx builder {instance} answers here ({last_line(said)}); `docker buildx ls` lists the "
+                        "builders, `docker buildx create` makes one (docs/engines.md)")
+    if not re.search(r"^Driver:\s+docker$", said.stdout, re.M):
+        return ["--builder", instance]
+    endpoint = ask(cli, ["context", "inspect", instance, "--format", "{{.Endpoints.docker.Host}}"])
+    host = endpoint.stdout.strip()
+    if endpoint.returncode != 0 or host != engine_address():
+        raise UserError(f"the buildx builder {instance} (docker driver) builds on the engine of docker context "
+                        f"{instance} ({visible(host)[:100] or last_line(endpoint)}), not on this run's "
+                        f"{engine_address()}: set DOCKER_HOST to that engine, or name a builder that loads into any "
+                        "engine (docker-container, remote, kubernetes drivers)")
+    return ["--context", instance]
+
+
+def ask(cli: BuildKitCli, arguments: list[str]) -> subprocess.CompletedProcess[str]:
+    """The CLI's answer to a question about builders or contexts (DOCKER_HOST: this run's engine)."""
+    try:
+        return subprocess.run([cli.path, *arguments], capture_output=True, text=True, timeout=60, check=False,
+                              errors="replace", env={**os.environ, "DOCKER_HOST": engine_address()})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"{cli.path} {' '.join(arguments)} did not answer: {exc}") from None
+
+
+def last_line(answer: subprocess.CompletedProcess[str]) -> str:
+    said = (answer.stderr or answer.stdout).strip().splitlines()
+    return visible(said[-1])[:200] if said else f"exit {answer.returncode}"
+
+
 @dataclass
 class StreamState:
     """What a plain progress stream has said so far about one build."""
@@ -148,9 +196,12 @@ class BuildKitBuilder:
     cross_installs = True
     dockerfile = BUILDKIT_DOCKERFILE
 
-    def __init__(self, engine: Engine, cli: BuildKitCli | None = None, *, stop_grace: float = STOP_GRACE) -> None:
+    def __init__(self, engine: Engine, cli: BuildKitCli | None = None, *, stop_grace: float = STOP_GRACE,
+                 instance: str | None = None) -> None:
         self.engine = engine
         self.cli = cli or find_cli()
+        self.instance = instance
+        self.selects = check_instance(self.cli, instance) if instance is not None else []
         self.stop_grace = stop_grace
         self.running: dict[str, subprocess.Popen[str]] = {}
         self._interrupted: set[int] = set()
@@ -168,7 +219,7 @@ class BuildKitBuilder:
                 buildargs, secret_options = as_secret(buildargs, Path(tmp) / "build-env")
             else:
                 dockerfile, secret_options = context / "Dockerfile", []
-            command = [*self.cli.command(), "--progress=plain", "--file", str(dockerfile), "--tag", tag,
+            command = [*self.cli.command(self.selects), "--progress=plain", "--file", str(dockerfile), "--tag", tag,
                        "--iidfile", str(iidfile), *(["--no-cache"] if self.engine.no_cache else []), *secret_options,
                        *([f"--platform={platform}"] if platform else []),
                        *[f"--build-arg={name}" for name in sorted(buildargs)],
@@ -213,7 +264,7 @@ class BuildKitBuilder:
                 self._interrupted.discard(process.pid)
 
     def describe(self) -> str:
-        return f"BuildKit through {self.cli.describe()}"
+        return f"BuildKit through {self.cli.describe()}" + (f", builder {self.instance}" if self.instance else "")
 
     def stop_builds(self) -> None:
         """Ctrl-C or SIGTERM: interrupt every running CLI, which cancels its build; no tag is written."""

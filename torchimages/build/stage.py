@@ -47,6 +47,7 @@ class BuildOptions:
     registry_auth: tuple[str, dict[str, str]] | None = None
     # classic (the Docker SDK), buildkit (a docker CLI; torchimages.build.buildkit), or None: the engine's own default
     builder: str | None = None
+    buildx_builder: str | None = None  # a named buildx builder instance for BuildKit builds; None: buildx's current
 
     @property
     def report_path(self) -> Path:
@@ -103,13 +104,19 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
     return report
 
 
-def builder_of(name: str | None, engine: Engine) -> Builder:
-    """The backend --builder names: the classic builder through the SDK, or BuildKit through a docker CLI; without
-    --builder, the engine's own default (engine.default_builder: BuildKit from Docker 23)."""
-    if (name or engine.default_builder()) == "buildkit":
+def builder_of(name: str | None, engine: Engine, *, instance: str | None = None) -> Builder:
+    """The backend --builder names: the classic builder through the SDK, or BuildKit through a docker CLI (on the
+    buildx builder `instance` when named); without --builder, the engine's own default (engine.default_builder:
+    BuildKit from Docker 23)."""
+    chosen = name or engine.default_builder()
+    if chosen == "buildkit":
         from .buildkit import BuildKitBuilder
 
-        return BuildKitBuilder(engine)
+        return BuildKitBuilder(engine, instance=instance)
+    if instance is not None:
+        why = "--builder classic" if name else f"the default of this Docker {engine.version()} engine"
+        raise UserError(f"--buildx-builder {instance} names a BuildKit builder, but this build uses the classic builder "
+                        f"({why}): build with --builder buildkit, or leave --buildx-builder out")
     return ClassicBuilder(engine)
 
 
