@@ -155,6 +155,10 @@ class Engine:
         """The engine's version (20.10.24, 26.1.5), as its API answers it."""
         return str(self.api.version().get("Version") or "unknown")
 
+    def describe(self) -> str:
+        """The engine as a report names it: "Docker 26.1.5+dfsg1, the containerd image store"."""
+        return f"Docker {self.version()}, the {self.store()} image store"
+
     def default_builder(self) -> str:
         """The builder this engine uses when none is named: BuildKit from Docker 23 (its `docker build` is BuildKit's,
         the classic builder deprecated), the classic builder before (docs/engines.md)."""

@@ -85,7 +85,7 @@ def build(plan: Plan, options: BuildOptions, engine: Engine) -> Report:
     """Build, and print each failure's message."""
     buildstage.check_contexts(buildstage.select(plan, options), options.release)
     builder = buildstage.builder_of(options.builder, engine, instance=options.buildx_builder)
-    err.print(f"building with {builder.describe()}", highlight=False)
+    err.print(f"building with {builder.describe()} on {engine.describe()}", highlight=False)
     with shown(options.plain, options.logs_dir) as (emit, logs):
         report = buildstage.build(plan, options, engine, emit, logs, builder=builder)
     for record in report.images:

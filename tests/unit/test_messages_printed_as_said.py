@@ -44,7 +44,7 @@ def test_a_failed_builds_message_is_printed_as_the_build_said_it(tmp_path: Path,
     plan = plan_of('registry: r.example/ml/pt\nimages:\n  - {flavor: cpu, name: cpu-tiny, torch: "2.13.0", '
                    'python: "3.11", variants: [ssh]}\n')
     render.write(plan, "v1", tmp_path / "images")
-    monkeypatch.setattr(release.buildstage, "builder_of", lambda _name, _engine: FailingBuilder())
+    monkeypatch.setattr(release.buildstage, "builder_of", lambda _name, _engine, **_named: FailingBuilder())
     options = BuildOptions("v1", tmp_path / "images", plain=True, report=tmp_path / "report.json", logs=tmp_path / "logs")
     report = release.build(plan, options, FakeEngine().engine)
     assert [record.result for record in report.images] == ["failed", "skipped"]

@@ -96,7 +96,7 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
     with stop_on_sigterm(runner):
         outcomes = runner.run(jobs)
     report = make_report(plan, options, jobs, outcomes=outcomes, engine=engine, logs=logs)
-    built_by = builder.describe()
+    built_by = f"{builder.describe()} on {engine.describe()}"
     for record in report.images:
         outcome = outcomes[record.image]
         record.content_digest, record.reused, record.materials = outcome.content_digest, outcome.reused, outcome.materials
