@@ -56,7 +56,10 @@ class BuildKitCli:
             return [self.path, "build"]
         context = selects if selects and selects[0] == "--context" else []
         builder = selects if selects and selects[0] == "--builder" else []
-        return [self.path, *context, "buildx", "build", *builder, "--load"]
+        # No attestations of buildx's own: on the containerd store they make the image an index (an `unknown/unknown`
+        # attestation manifest beside the image's), which the release's index would nest; the tool attaches its own
+        # provenance and SBOM to what it pushes (torchimages.publish.attest).
+        return [self.path, *context, "buildx", "build", *builder, "--load", "--provenance=false", "--sbom=false"]
 
     def describe(self) -> str:
         return f"{self.path} {self.version} ({'buildx' if self.buildx else 'DOCKER_BUILDKIT=1'})"

@@ -8,6 +8,7 @@ forced; an identical image is not pushed again.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -114,7 +115,9 @@ class Publisher:
                                  f"tested ({tested[:19]}); test it again before pushing")
                 return outcome
             remote = self._retrying(outcome, f"reading {reference}", lambda: self.registry.tag(self.name, tag))
-            if remote and remote.config_digest == local_id:
+            # The same image: on the classic store its ID is its configuration's digest, on the containerd store
+            # its manifest's (docs/engines.md)
+            if remote and local_id in (remote.config_digest, remote.digest):
                 outcome.digest = remote.digest
                 return outcome
             if remote and not self.force:
@@ -165,11 +168,26 @@ class Publisher:
                 aux = chunk.get("aux") or {}
                 if "Digest" in aux:
                     digest, size = aux["Digest"], aux.get("Size")
+                elif digest is None and (said := pushed_digest(chunk, tag)):
+                    digest, size = said
         except ENGINE_ERRORS as exc:
             raise PushError(str(exc), transient=is_transient(str(exc))) from None
         if digest is None:
             raise PushError("the push stream ended without a digest", transient=True)
         return digest, size
+
+
+# The last status line of a push: "TAG: digest: sha256:... size: N". The containerd image store (Docker 26) says the
+# digest only so; the classic store also sends it as `aux`.
+PUSHED = re.compile(r"^(?P<tag>[\w][\w.-]{0,127}): digest: (?P<digest>sha256:[0-9a-f]{64}) size: (?P<size>[0-9]{1,12})$")
+
+
+def pushed_digest(chunk: dict[str, object], tag: str) -> tuple[str, int] | None:
+    """The digest and manifest size a push's status line gives for `tag`; None for any other line."""
+    found = PUSHED.match(str(chunk.get("status") or ""))
+    if not found or found["tag"] != tag:
+        return None
+    return found["digest"], int(found["size"])
 
 
 def not_pushed_because(record: ImageRecord, failed_entries: set[tuple[str, str]]) -> str | None:

@@ -15,7 +15,7 @@ from torchimages.errors import UserError
 from torchimages.options import build_options_from
 
 from ..fake_engine import FakeEngine
-from .test_buildkit_stream import fake_docker
+from .test_buildkit_stream import NO_ATTESTATIONS, fake_docker
 
 
 @pytest.mark.parametrize(("version", "named", "expected"), [
@@ -70,10 +70,10 @@ def test_a_named_buildx_builder_is_checked_before_any_build_and_named_on_the_bui
     cli = buildx_cli(tmp_path)
     remote = BuildKitBuilder(FakeEngine().engine, cli, instance="fleet")
     assert remote.selects == ["--builder", "fleet"] and "builder fleet" in remote.describe()
-    assert cli.command(remote.selects) == [cli.path, "buildx", "build", "--builder", "fleet", "--load"]
+    assert cli.command(remote.selects) == [cli.path, "buildx", "build", "--builder", "fleet", "--load", *NO_ATTESTATIONS]
     # the docker driver builds on its context's engine: buildx wants the context named, and it is this run's engine
     assert BuildKitBuilder(FakeEngine().engine, cli, instance="sidectx").selects == ["--context", "sidectx"]
-    assert cli.command(["--context", "sidectx"]) == [cli.path, "--context", "sidectx", "buildx", "build", "--load"]
+    assert cli.command(["--context", "sidectx"]) == [cli.path, "--context", "sidectx", "buildx", "build", "--load", *NO_ATTESTATIONS]
 
 
 @pytest.mark.parametrize(("instance", "host", "words"), [

@@ -217,3 +217,24 @@ def test_promotion_stops_at_the_retry_limit_and_at_a_final_answer(registry: tupl
     with pytest.raises(promote.PromotionRefused, match=r"failed after 1 attempt\(s\)"):
         promoted(host, ca)
     assert len(FlakyRegistry.asked) == 1 and FlakyRegistry.asked[0].startswith("GET")
+
+
+class ContainerdStorePushingEngine(PushingEngine):
+    """Docker 26 with the containerd image store: the digest comes only in the push's last status line, after
+    another tag's line, which is not this push's digest."""
+
+    def push(self, repository: str, tag: str, stream: bool, decode: bool,
+             auth_config: dict[str, str] | None) -> Iterator[dict[str, Any]]:
+        self.pushes += 1
+        body = manifest_of(IMAGE_ID)
+        self.registry.put_manifest(repository.split("/", 1)[1], tag, body, MEDIA)
+        yield {"status": "Pushed", "id": "layer"}
+        yield {"status": f"other-tag: digest: sha256:{'0' * 64} size: 9"}
+        yield {"status": f"{tag}: digest: {digest_of(body)} size: {len(body)}"}
+
+
+def test_the_containerd_stores_push_says_its_digest_in_a_status_line(registry: tuple[str, Path]) -> None:
+    host, ca = registry
+    outcome, engine, _ = push_one(host, ca, ContainerdStorePushingEngine)
+    assert outcome.error is None and outcome.pushed and outcome.digest == digest_of(manifest_of(IMAGE_ID)), outcome
+    assert engine.pushes == 1
