@@ -8,6 +8,7 @@ import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -197,6 +198,12 @@ class Engine:
             return self.layer_sizes.image_size(self.api.get_image(reference))
         except UncountedLayer:
             return None
+
+    def save_image(self, reference: str, path: Path) -> None:
+        """The image as `docker save` streams it, written to `path` (on the containerd store: an OCI archive)."""
+        with path.open("wb") as out:
+            for chunk in self.api.get_image(reference):
+                out.write(chunk)
 
     def tag(self, image_id: str, repository: str, tag: str) -> None:
         self.api.tag(image_id, repository, tag)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import manifest
-from ..engine import Engine
+from ..engine import CONTAINERD_STORE, Engine
 from ..errors import UserError
 from ..events import EventSink, StageEvent
 from ..input import grammar
@@ -93,16 +93,18 @@ def scans_at_a_time(sizes: list[int], temp_free: int) -> int:
     return SBOM_SCANS_AT_A_TIME if temp_free >= SBOM_SCANS_AT_A_TIME * TEMP_PER_IMAGE_BYTE * largest else 1
 
 
-def write_sboms(report: Report, folder: Path, emit: EventSink) -> None:
-    """An SBOM of every pushed image, as tested (by image ID), beside the report; several scanned at a time."""
+def write_sboms(report: Report, folder: Path, emit: EventSink, engine: Engine) -> None:
+    """An SBOM of every pushed image, as tested (by image ID), beside the report; several scanned at a time. On the
+    containerd store syft reads each image as the engine saves it (an OCI archive), not from the engine itself."""
     from . import sbom
 
+    save = engine.save_image if engine.store() == CONTAINERD_STORE else None
     pushed = [(record, tested) for record in report.images
               if record.push and record.push.ok and (tested := publish.tested_image_id(record))]
 
     def scan(record: ImageRecord, tested: str) -> None:
         emit(StageEvent(record.image, "started", "syft", stage="sbom"))
-        stage = sbom.generate(tested, folder / f"{record.image}.spdx.json")
+        stage = sbom.generate(tested, folder / f"{record.image}.spdx.json", save=save)
         record.sbom = replace(stage, path=str(Path(stage.path).relative_to(folder.parent)))
         counts = ", ".join(f"{count} {kind}" for kind, count in sorted(stage.packages.items()))
         emit(StageEvent(record.image, "built", f"{counts} packages", stage="sbom"))
@@ -136,7 +138,7 @@ def push_report(engine: Engine, report: Report, options: PushOptions, emit: Even
     publisher.check_login()
     outcomes = publisher.publish(report)
     report.folder = report.folder or report_path.parent
-    write_sboms(report, report.sbom_folder(report_path.parent), emit)
+    write_sboms(report, report.sbom_folder(report_path.parent), emit, engine)
     made = publish.manifest([report], options.repository)
     indexes_ok = proofs_ok = True
     if release.candidate is None and indexed:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -38,31 +39,44 @@ _SCANNING: dict[str, threading.Lock] = {}
 _SCANNING_LOCK = threading.Lock()
 
 
-def generate(image_id: str, out: Path, cache: Path = CACHE) -> SbomStage:
+# Writes the image, as `docker save` streams it, into a file: syft then reads that archive, not the engine.
+Saver = Callable[[str, Path], None]
+
+
+def generate(image_id: str, out: Path, cache: Path = CACHE, *, save: Saver | None = None) -> SbomStage:
     """Scan the image the suite tested (by ID) into `out`; the record of it. An image is scanned once: its SBOM is
     kept by image ID in `cache` (an image ID is the hash of its content), and scans of one ID side by side wait for
-    the first."""
+    the first. `save`: syft reads the image saved so (an OCI archive: the containerd store's `docker save`, whose
+    compressed layers syft's own reading of the engine takes for broken tars), not from the engine."""
     cached = cache / f"{image_id.replace(':', '-')}.spdx.json"
     with _SCANNING_LOCK:
         lock = _SCANNING.setdefault(image_id, threading.Lock())
     with lock:
-        scan_into(cached, image_id)
+        scan_into(cached, image_id, save)
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(cached, out)
     return stage_of(out, image_id)
 
 
-def scan_into(cached: Path, image_id: str) -> None:
-    if not cached.is_file():
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(".partial")
+def scan_into(cached: Path, image_id: str, save: Saver | None = None) -> None:
+    if cached.is_file():
+        return
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(".partial")
+    archive = cached.with_suffix(".oci.tar")
+    try:
+        if save is not None:
+            save(image_id, archive)
+        source = [f"oci-archive:{archive}", "--source-name", image_id] if save is not None else [f"docker:{image_id}"]
         env = {**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"}  # no network call of its own
         # Not -q: it silences syft's own error too, and a failed scan then says nothing of why.
-        result = subprocess.run([syft(), "scan", f"docker:{image_id}", "-o", f"spdx-json={partial}"],
+        result = subprocess.run([syft(), "scan", *source, "-o", f"spdx-json={partial}"],
                                 capture_output=True, text=True, timeout=TIMEOUT, env=env, check=False)
-        if result.returncode != 0 or not partial.is_file():
-            raise UserError(f"syft could not read {image_id[:19]}: {syft_error(result)}")
-        partial.replace(cached)
+    finally:
+        archive.unlink(missing_ok=True)
+    if result.returncode != 0 or not partial.is_file():
+        raise UserError(f"syft could not read {image_id[:19]}: {syft_error(result)}")
+    partial.replace(cached)
 
 
 def syft_error(result: subprocess.CompletedProcess[str]) -> str:

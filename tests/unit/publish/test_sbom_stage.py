@@ -3,6 +3,7 @@ time (syft itself reads real images in tests/integration/publish/test_publish.py
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -11,10 +12,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.unit.fake_engine import FakeEngine
 from torchimages.errors import UserError
 from torchimages.publish import pushstage as publishstage
 from torchimages.publish import sbom
 from torchimages.report import ImageRecord, PushStage, Report, SbomStage
+
+CLASSIC = FakeEngine().engine
 
 
 def pushed_report(names: list[str], *, failed_push: str = "") -> Report:
@@ -36,7 +40,7 @@ class FakeSyft:
         self.lock = threading.Lock()
         self.failing = failing
 
-    def __call__(self, image_id: str, out: Path) -> SbomStage:
+    def __call__(self, image_id: str, out: Path, *, save: object = None) -> SbomStage:
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
@@ -56,7 +60,7 @@ def test_pushed_images_are_scanned_side_by_side_and_each_keeps_its_own_sbom(monk
     syft = FakeSyft()
     monkeypatch.setattr(sbom, "generate", syft)
     report = pushed_report(["a", "b", "c", "d", "e"], failed_push="d")
-    publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None)
+    publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None, CLASSIC)
     assert 1 < syft.most <= publishstage.SBOM_SCANS_AT_A_TIME, syft.most
     assert sorted(syft.scanned) == ["sha256:a", "sha256:b", "sha256:c", "sha256:e"], "a failed push has no SBOM"
     for record in report.images:
@@ -69,7 +73,7 @@ def test_a_failed_scan_is_raised_after_the_others_ended(monkeypatch: pytest.Monk
     monkeypatch.setattr(sbom, "generate", syft)
     report = pushed_report(["a", "b", "c"])
     with pytest.raises(UserError, match="syft could not read sha256:b"):
-        publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None)
+        publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None, CLASSIC)
     assert len(syft.scanned) == 3 and report.images[0].sbom is not None
 
 
@@ -84,7 +88,7 @@ def test_scans_run_one_at_a_time_where_the_temporary_folder_holds_one(monkeypatc
         syft = FakeSyft()
         monkeypatch.setattr(sbom, "generate", syft)
         monkeypatch.setattr(publishstage.shutil, "disk_usage", lambda _path, free=free: SimpleNamespace(free=free))
-        publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None)
+        publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None, CLASSIC)
         assert syft.most == most, (free, syft.most)
 
 
@@ -121,3 +125,26 @@ def test_package_kinds_an_sbom_names_outside_the_grammar_are_not_counted(monkeyp
     monkeypatch.setattr(sbom, "syft", lambda: fake_syft(tmp_path, json.dumps(document).encode()))
     stage = sbom.generate("sha256:" + "b" * 64, tmp_path / "out" / "x.spdx.json", cache=tmp_path / "cache")
     assert stage.packages == {"deb": 1}
+
+
+def test_on_the_containerd_store_syft_reads_the_image_as_the_engine_saves_it(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    """syft 1.18's own reading of a containerd-store engine takes its compressed layers for broken tars: there the
+    image is saved (an OCI archive) and syft reads the archive, named by the image ID; the archive goes after."""
+    image_id = "sha256:" + "c" * 64
+    engine = FakeEngine(driver_status=[["driver-type", "io.containerd.snapshotter.v1"]],
+                        saved={image_id: b"the saved image"}).engine
+    seen = tmp_path / "seen"
+    script = tmp_path / "syft"
+    script.write_text(f'#!/bin/sh\necho "$@" > {seen}; for a; do case "$a" in oci-archive:*) cat "${{a#oci-archive:}}" '
+                      f'>> {seen};; spdx-json=*) echo "{{}}" > "${{a#spdx-json=}}";; esac; done\n')
+    script.chmod(0o755)
+    monkeypatch.setattr(sbom, "syft", lambda: str(script))
+    monkeypatch.setattr(sbom, "generate", functools.partial(sbom.generate, cache=tmp_path / "cache"))
+    report = pushed_report(["a"])
+    report.images[0].image_id = image_id
+    publishstage.write_sboms(report, tmp_path / "v1.sbom", lambda event: None, engine)
+    argv, content = seen.read_text().splitlines()
+    archive = argv.split()[1].removeprefix("oci-archive:")
+    assert argv.split()[:1] == ["scan"] and f"--source-name {image_id}" in argv, argv
+    assert content == "the saved image" and not Path(archive).exists(), "the archive was not the saved image, or stayed"
