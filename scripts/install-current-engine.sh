@@ -4,7 +4,7 @@
 # of Debian's mirror and checked on the way, as scripts/install-buildx.sh does: the suite's InRelease by its signature
 # with Debian's archive keyring, the Packages index by the hash the signed file gives, each .deb by the hash the index
 # gives. Unpacked into one folder (default /opt/torchimages-engine-current); nothing else on the machine is changed.
-# scripts/start-side-engine.sh starts it (the test session's second engine).
+# scripts/start-current-engine.sh starts it.
 # Usage: scripts/install-current-engine.sh [FOLDER]        (DEBIAN_MIRROR=URL for another mirror)
 set -euo pipefail
 

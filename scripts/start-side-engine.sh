@@ -1,45 +1,28 @@
 #!/usr/bin/env bash
-# Start the test session's second Docker engine: the current generation, dockerd 26 with the containerd image store
-# (as Docker 29 installs by default and Docker Desktop runs), beside the first engine's 20.10 (docs/engines.md). So
-# the session runs on both: the side lane (tests/session/lanes.py: `pytest -n 2`) on this one, the main lane on the
-# first. Its binaries are Debian 13's docker.io, containerd and docker-cli, checked and unpacked by
-# scripts/install-current-engine.sh (run here when missing). Its own configuration (the containerd-snapshotter
-# feature), socket, data root, exec root, pid file, containerd (dockerd starts the packaged 1.7 from PATH) and bridge:
-# never `--bridge none`, which deletes another engine's docker0. It reaches Debian's mirror like the first. Exits
-# non-zero, loudly, if it never answers, or if what answers at its address is another engine or another image store.
+# Start the test session's second Docker engine: `pytest -n 2` runs two lanes at once (tests/session/lanes.py), and
+# the side lane builds on an engine of its own, so that each lane's per-module cleanup (containers, tags, BuildKit's
+# cache) touches only what that lane made. Its own data root, exec root, socket, pid file and bridge (docker0 is
+# the first engine's); it reaches Debian's mirror like the first. Exits non-zero, loudly, if it never answers.
 # Its address is TORCHIMAGES_SIDE_ENGINE (default unix:///var/run/torchimages-side.sock), as the tests read it.
-#   usage: start-side-engine.sh [FOLDER]   (the folder install-current-engine.sh fills; default /opt/torchimages-engine-current)
+#   usage: start-side-engine.sh
 set -euo pipefail
-folder="${1:-/opt/torchimages-engine-current}"
 address=${TORCHIMAGES_SIDE_ENGINE:-unix:///var/run/torchimages-side.sock}
 socket=${address#unix://}
-root=/var/lib/torchimages-side-containerd
+root=/var/lib/torchimages-side-docker
 exec_root=/var/run/torchimages-side-docker
 pidfile=/var/run/torchimages-side-docker.pid
 bridge=tiside0
 subnet=172.30.231.1/24
 log=/tmp/dockerd-side.log
 wait_s=${DOCKERD_WAIT:-60}
-docker="${folder}/usr/bin/docker"
 
-answers() { DOCKER_HOST="unix://${socket}" timeout 5 "${docker}" version --format '{{.Server.Version}}' > /dev/null 2>&1; }
-store_of() { DOCKER_HOST="unix://${socket}" "${docker}" info --format '{{range .DriverStatus}}{{index . 0}}={{index . 1}} {{end}}'; }
-containerd_store() {
-    local version
-    version=$(DOCKER_HOST="unix://${socket}" "${docker}" version --format '{{.Server.Version}}')
-    case "$(store_of)" in
-        *driver-type=io.containerd.snapshotter.v1*)
-            echo "side engine: answering at unix://${socket}: dockerd ${version}, the containerd image store" ;;
-        *) echo "side engine: FAILED: the engine at unix://${socket} is dockerd ${version} without the containerd" \
-               "image store ($(store_of)); stop it (kill \$(cat ${pidfile})) and run this again" >&2; return 1 ;;
-    esac
-}
+answers() { DOCKER_HOST="unix://${socket}" timeout 5 docker version --format '{{.Server.Version}}' > /dev/null 2>&1; }
 
-bash "$(dirname "$0")/install-current-engine.sh" "${folder}"
 if answers; then
-    containerd_store
-    exit
+    echo "side engine: already answering at unix://${socket}"
+    exit 0
 fi
+command -v dockerd > /dev/null || { echo "side engine: FAILED: no dockerd; run scripts/start-engine.sh first" >&2; exit 1; }
 if ! ip link show "${bridge}" > /dev/null 2>&1; then
     ip link add name "${bridge}" type bridge
     ip addr add "${subnet}" dev "${bridge}"
@@ -49,16 +32,14 @@ if [ -f "${pidfile}" ] && ! kill -0 "$(cat "${pidfile}")" 2> /dev/null; then
     rm -f "${pidfile}"
 fi
 mkdir -p "${exec_root}"
-# A configuration of its own (never the first engine's /etc/docker/daemon.json): the containerd image store
-echo '{"features": {"containerd-snapshotter": true}}' > "${exec_root}.json"
+echo '{}' > "${exec_root}.json"   # a configuration of its own: never the first engine's /etc/docker/daemon.json
 echo "side engine: starting dockerd at unix://${socket} (data root ${root}; log: ${log})"
-PATH="${folder}/usr/bin:${folder}/usr/sbin:${PATH}" setsid nohup "${folder}/usr/sbin/dockerd" --host "unix://${socket}" \
-    --data-root "${root}" --exec-root "${exec_root}" --pidfile "${pidfile}" --bridge "${bridge}" \
-    --config-file "${exec_root}.json" > "${log}" 2>&1 < /dev/null &
+setsid nohup dockerd --host "unix://${socket}" --data-root "${root}" --exec-root "${exec_root}" --pidfile "${pidfile}" \
+    --bridge "${bridge}" --config-file "${exec_root}.json" > "${log}" 2>&1 < /dev/null &
 for _ in $(seq "${wait_s}"); do
     if answers; then
-        containerd_store
-        exit
+        echo "side engine: answering at unix://${socket}"
+        exit 0
     fi
     sleep 1
 done

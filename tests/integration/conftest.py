@@ -53,15 +53,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--cuda13", action="store_true",
                      help="also build the CUDA 13.0 line (torch 2.14.0 cu130, Python 3.11) from PyPI's wheels and put it "
                           "through the suite (test_cuda_and_ngc_images.py; about 5 minutes, 3 GB of wheels, 6.3 GB)")
+    parser.addoption("--current-engine", action="store_true",
+                     help="also run the CPU release on the current engine generation (test_current_engine.py: dockerd "
+                          "26 with the containerd store as the side lane's engine, TORCHIMAGES_SIDE_ENGINE; about 9 "
+                          "minutes; docs/engines.md)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "compare_builders: runs only with --compare-builders (a CUDA-sized image "
                                        "built by both builders)")
     config.addinivalue_line("markers", "cuda13: runs only with --cuda13 (the CUDA 13.0 line, a CUDA-sized image)")
+    config.addinivalue_line("markers", "current_engine: runs only with --current-engine (the CPU release on dockerd 26 "
+                                       "with the containerd image store)")
 
 
-OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13"}  # marker -> the option that runs it
+# marker -> the option that runs it
+OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13", "current_engine": "--current-engine"}
 CUDA13_MATRIX = DATA / "cu130-py311.matrix.yaml"
 
 

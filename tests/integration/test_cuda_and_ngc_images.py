@@ -25,7 +25,7 @@ from .conftest import (
     smoke_test,
 )
 
-pytestmark = [pytest.mark.lane("main"), pytest.mark.heavy]
+pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
 
 LITERAL_FORMS = {"jupyter": ("jupyter-lab", "jupyter-notebook", "jupyter-server"), "ssh": ("sshd", "usr-sbin-sshd")}
 

@@ -20,7 +20,7 @@ from torchimages.verify.smoke import NO_GPU
 
 from ..conftest import DATA, EntryBuild, build_entry, from_pypi, removed_at_the_end, run_in, script, smoke_test
 
-pytestmark = [pytest.mark.lane("main"), pytest.mark.heavy]
+pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
 
 DEVEL_MATRIX = DATA / "cu130-py311-devel.matrix.yaml"
 

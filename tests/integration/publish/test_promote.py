@@ -22,7 +22,7 @@ from torchimages.registry import RegistryClient
 
 from ..conftest import CANDIDATE, RELEASE, ROOT, Registry, as_release_user, push_candidates
 
-pytestmark = [pytest.mark.lane("side")]
+pytestmark = [pytest.mark.lane("main")]
 
 
 def matrix_of(folder: Path, flavors: tuple[str, ...]) -> Path:

@@ -12,7 +12,7 @@ import pytest
 
 from ..conftest import RELEASE, EntryBuild, build_py
 
-pytestmark = [pytest.mark.lane("side")]
+pytestmark = [pytest.mark.lane("main")]
 
 NO_GPU = "no GPU is visible: start the container with --gpus all"
 SMALL_SHM = "/dev/shm is 64 MB: add --shm-size 16g"

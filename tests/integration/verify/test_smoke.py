@@ -15,7 +15,7 @@ from torchimages.verify.smoke import NO_GPU, SSH_FORMS, Check, SmokeResult, Smok
 
 from ..conftest import EntryBuild
 
-pytestmark = [pytest.mark.lane("side")]
+pytestmark = [pytest.mark.lane("main")]
 
 NEEDS_GPU = "needs-gpu"  # the tier of the checks only a GPU proves (tests/smoke/conftest.py)
 

@@ -87,7 +87,6 @@ def test_the_session_collects_in_the_order_the_marks_give() -> None:
     result = collect(ROOT, "tests/integration")
     assert result.returncode == 0, result.stderr
     modules = list(dict.fromkeys(line.split("::")[0] for line in result.stdout.splitlines() if "::" in line))
-    assert modules[0] == "tests/integration/build/test_arm64_cuda_image.py", modules  # the side lane's heavy one
-    # the main lane's heavy modules last: the 20.10 engine builds the CUDA images faster (docs/engines.md)
-    assert modules[-3:] == ["tests/integration/build/test_devel_image.py", "tests/integration/test_cuda_and_ngc_images.py",
-                            "tests/integration/test_workflows.py"], modules
+    assert modules[:3] == ["tests/integration/build/test_arm64_cuda_image.py", "tests/integration/build/test_devel_image.py",
+                           "tests/integration/test_cuda_and_ngc_images.py"], modules
+    assert modules[-1] == "tests/integration/test_workflows.py", modules  # the main lane's one heavy module, last
