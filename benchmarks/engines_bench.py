@@ -6,8 +6,9 @@ Prints numbers; asserts nothing (docs/engines.md, docs/performance.md).
     .venv/bin/python benchmarks/engines_bench.py --entry torch2.3.1-cu121-cudnn8.9-py3.11 --torch-index-url \\
         https://pypi.org/simple --ca-bundle /etc/ssl/certs/ca-certificates.crt
 
-The engines: the first (DOCKER_HOST, Debian 12's dockerd 20.10, the classic store) and the side one
-(TORCHIMAGES_SIDE_ENGINE, dockerd 26 with the containerd store: scripts/start-side-engine.sh). For each engine and
+The engines: the first (DOCKER_HOST, Debian 12's dockerd 20.10, the classic store) and the current one
+(TORCHIMAGES_CURRENT_ENGINE, dockerd 26 with the containerd store: scripts/start-current-engine.sh), each holding the
+Debian base (docker save | docker load). For each engine and
 builder, in one run: `build.py build --no-cache` of the entry's base image (cold), the same again (no-op: the tool
 finds the image it built), `docker push` to a local registry (scripts/start-registry.sh; the classic store compresses
 the layers here, the containerd store did at the build), then the image removed and pulled back by digest. The
@@ -34,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 from torchimages.input import matrix, specs  # noqa: E402
 
 ENGINES = {"20.10": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
-           "26 containerd": os.environ.get("TORCHIMAGES_SIDE_ENGINE", "unix:///var/run/torchimages-side.sock")}
+           "26 containerd": os.environ.get("TORCHIMAGES_CURRENT_ENGINE", "unix:///var/run/torchimages-current.sock")}
 BASE = "torchimages/debian:bookworm-minbase"
 
 
