@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 # filesystem that holds them all needs the session's peak, not their sum.
 engine_gb=10      # the first engine (the main lane): the CPU entry's builds, then the cache and workflow modules
 lane_gb=11        # the side engine (tests/session/lanes.py): the arm64, devel and CUDA/ngc modules, one at a time
+current_gb=10     # the current engine (the current lane): the CPU release on the containerd store
 temp_gb=5         # the temporary folder: pytest's folders (registry, reports, workflow checkouts), build contexts
 cache_gb=1        # the checkout's .cache: the CPU wheelhouse, SBOMs, skopeo (CUDA-sized builds take PyPI's wheels)
 session_gb=18     # the session's peak on one filesystem (two lanes): the devel build beside the first push's SBOM scans
@@ -30,10 +31,12 @@ device_of() { stat -c %d "$1"; }   # a bind mount (Docker's root often is one) i
 echo "disk: ${root}: $(free_gb "${root}") GB free before; removing what earlier test sessions left"
 # Tags the test suite makes: the matrix's registry and its test registries, probe and broken images.
 leftover='^(registry\.example\.com/|127\.0\.0\.1:[0-9]+/|localhost/|torchimages-broken:|torchimages-test[:/]|torchimages/ngc-shaped:)'
-# Both engines of the test session: the first, and the second one of its side lane (scripts/start-side-engine.sh).
-lane_engine=${TORCHIMAGES_SIDE_ENGINE:-unix:///var/run/torchimages-side.sock}   # scripts/start-side-engine.sh
+# The engines of the test session: the first, the side lane's (scripts/start-side-engine.sh) and the current lane's
+# (scripts/start-current-engine.sh).
+lane_engine=${TORCHIMAGES_SIDE_ENGINE:-unix:///var/run/torchimages-side.sock}
+current_engine=${TORCHIMAGES_CURRENT_ENGINE:-unix:///var/run/torchimages-current.sock}
 removed=0
-for engine in "${DOCKER_HOST:-unix:///var/run/docker.sock}" "${lane_engine}"; do
+for engine in "${DOCKER_HOST:-unix:///var/run/docker.sock}" "${lane_engine}" "${current_engine}"; do
     DOCKER_HOST=${engine} docker version > /dev/null 2>&1 || continue
     # An image pulled or pushed by digest has no tag: it goes by repository@digest.
     mapfile -t tags < <(DOCKER_HOST=${engine} docker images --digests --format '{{.Repository}} {{.Tag}} {{.Digest}}' \
@@ -61,6 +64,8 @@ share() {
 share "${root}" "${engine_gb}"
 lane_root=$(DOCKER_HOST=${lane_engine} docker info --format '{{.DockerRootDir}}' 2> /dev/null || true)
 [ -n "${lane_root}" ] && [ -d "${lane_root}" ] && share "${lane_root}" "${lane_gb}"
+current_root=$(DOCKER_HOST=${current_engine} docker info --format '{{.DockerRootDir}}' 2> /dev/null || true)
+[ -n "${current_root}" ] && [ -d "${current_root}" ] && share "${current_root}" "${current_gb}"
 share "${temp}" "${temp_gb}"
 share "${cache}" "${cache_gb}"
 total_override=${1:-${TORCHIMAGES_TEST_DISK_GB:-}}

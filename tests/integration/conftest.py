@@ -53,22 +53,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--cuda13", action="store_true",
                      help="also build the CUDA 13.0 line (torch 2.14.0 cu130, Python 3.11) from PyPI's wheels and put it "
                           "through the suite (test_cuda_and_ngc_images.py; about 5 minutes, 3 GB of wheels, 6.3 GB)")
-    parser.addoption("--current-engine", action="store_true",
-                     help="also run the CPU release on the current engine generation (test_current_engine.py: dockerd "
-                          "26 with the containerd store as the side lane's engine, TORCHIMAGES_SIDE_ENGINE; about 9 "
-                          "minutes; docs/engines.md)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "compare_builders: runs only with --compare-builders (a CUDA-sized image "
                                        "built by both builders)")
     config.addinivalue_line("markers", "cuda13: runs only with --cuda13 (the CUDA 13.0 line, a CUDA-sized image)")
-    config.addinivalue_line("markers", "current_engine: runs only with --current-engine (the CPU release on dockerd 26 "
-                                       "with the containerd image store)")
 
 
 # marker -> the option that runs it
-OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13", "current_engine": "--current-engine"}
+OPT_IN = {"compare_builders": "--compare-builders", "cuda13": "--cuda13"}
 CUDA13_MATRIX = DATA / "cu130-py311.matrix.yaml"
 
 
@@ -117,7 +111,8 @@ def api() -> docker.APIClient:
         if cli_reaches_an_engine():
             pytest.fail(f"the docker CLI reaches an engine, the Docker SDK does not at {address}: set DOCKER_HOST")
         if os.environ.get("CI"):
-            starts = "scripts/start-side-engine.sh" if address == lanes.side_engine() else "scripts/start-engine.sh"
+            starts = next((lanes.STARTED_BY[lane] for lane in lanes.LANES[1:] if address == lanes.engine_of(lane)),
+                          lanes.STARTED_BY[lanes.MAIN])
             pytest.fail(f"CI is set but no Docker engine answers at {address}: .ci/run must start one ({starts})")
         pytest.skip("no Docker engine answers and CI is unset")
     return client

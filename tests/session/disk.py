@@ -1,5 +1,5 @@
 """What a session costs: per test module, its seconds and the disk the session held at its peak while it ran (from its
-first test's start, its fixtures' builds included; both lanes share the disk, so a module is charged what both hold),
+first test's start, its fixtures' builds included; the lanes share the disk, so a module is charged what all hold),
 printed at the end with the 25 slowest tests, and the session's peak, with the modules running then, written to
 .cache/test-session-disk.txt, the figure .ci/run prints."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.session.lanes import MAIN, SIDE
+from tests.session.lanes import LANES
 
 GB = 2**30
 SLOWEST = 25
@@ -86,15 +86,15 @@ class DiskMeter:
 
 
 class MeterPlugin:
-    """Feeds the meter from the test reports (in the one process, or in -n 2's controller) and prints it."""
+    """Feeds the meter from the test reports (in the one process, or in -n 3's controller) and prints it."""
 
     def __init__(self, meter: DiskMeter, written: Path) -> None:
         self.meter, self.written = meter, written
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        """A test starts (its setup, where a module's builds run): with -n 2 its id ends in its lane (`@side`)."""
+        """A test starts (its setup, where a module's builds run): with -n 3 its id ends in its lane (`@side`)."""
         lane = nodeid.rpartition("@")[2]
-        self.meter.enter(lane if lane in (MAIN, SIDE) else "", nodeid.split("::", maxsplit=1)[0])
+        self.meter.enter(lane if lane in LANES else "", nodeid.split("::", maxsplit=1)[0])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         module = report.nodeid.split("::", maxsplit=1)[0]
@@ -109,7 +109,11 @@ class MeterPlugin:
         self.written.write_text(self.meter.peak_line() + "\n")
 
 
-def metered_folders(root: Path, side_root: Path | None) -> list[Path]:
+# the data roots of the other lanes' engines (scripts/start-side-engine.sh, scripts/start-current-engine.sh)
+LANE_ROOTS = (Path("/var/lib/torchimages-side-docker"), Path("/var/lib/torchimages-current-docker"))
+
+
+def metered_folders(root: Path, *, lanes_on: bool) -> list[Path]:
     """Where a session writes: the engines' data roots, the temporary folder, the checkout's .cache."""
-    folders = [Path("/var/lib/docker"), Path(tempfile.gettempdir()), root / ".cache", *([side_root] if side_root else [])]
+    folders = [Path("/var/lib/docker"), Path(tempfile.gettempdir()), root / ".cache", *(LANE_ROOTS if lanes_on else ())]
     return [folder for folder in folders if folder.exists()]

@@ -37,16 +37,16 @@ def item(name: str, lane: str, heavy: bool = False) -> Item:
 
 
 def test_the_side_lanes_heavy_modules_come_first_and_the_main_lanes_last() -> None:
-    items = [item("main-heavy", "main", True), item("main-a", "main"), item("side-a", "side"),
+    items = [item("main-heavy", "main", True), item("main-a", "main"), item("current-a", "current"), item("side-a", "side"),
              item("side-heavy", "side", True), item("main-b", "main"), item("side-b", "side")]
-    lanes.arrange(items, two_lanes=True)  # type: ignore[arg-type]
-    assert [i.name for i in items] == ["side-heavy", "side-a", "side-b", "main-a", "main-b", "main-heavy"]
-    assert [i.marks["xdist_group"] for i in items] == [("side",)] * 3 + [("main",)] * 3
+    lanes.arrange(items, all_lanes=True)  # type: ignore[arg-type]
+    assert [i.name for i in items] == ["side-heavy", "side-a", "side-b", "current-a", "main-a", "main-b", "main-heavy"]
+    assert [i.marks["xdist_group"] for i in items] == [("side",)] * 3 + [("current",)] + [("main",)] * 3
 
 
 def test_with_one_lane_every_test_is_the_main_lanes() -> None:
     items = [item("side-a", "side"), item("main-a", "main")]
-    lanes.arrange(items, two_lanes=False)  # type: ignore[arg-type]
+    lanes.arrange(items, all_lanes=False)  # type: ignore[arg-type]
     assert {i.marks["xdist_group"] for i in items} == {("main",)}
 
 
@@ -59,7 +59,16 @@ def test_the_side_lane_builds_on_the_side_engine_and_keeps_the_first_ones_addres
     assert os.environ["DOCKER_HOST"] == "unix:///var/run/first.sock"
     lanes.enter(Item("side-a", {"xdist_group": ("side",)}))  # type: ignore[arg-type]
     assert os.environ["DOCKER_HOST"] == "unix:///var/run/second.sock"
-    assert os.environ[lanes.FIRST_ENGINE] == "unix:///var/run/first.sock"
+    assert os.environ[lanes.FIRST_ENGINE] == lanes.first_engine() == "unix:///var/run/first.sock"
+
+
+def test_the_current_lane_builds_on_the_current_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/first.sock")
+    monkeypatch.setenv(lanes.CURRENT_ENGINE, "unix:///var/run/current.sock")
+    monkeypatch.delenv(lanes.FIRST_ENGINE, raising=False)
+    lanes.enter(Item("current-a", {"xdist_group": ("current",)}))  # type: ignore[arg-type]
+    assert os.environ["DOCKER_HOST"] == "unix:///var/run/current.sock"
+    assert lanes.first_engine() == "unix:///var/run/first.sock"
 
 
 def collect(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -79,7 +88,11 @@ def test_an_integration_module_without_a_lane_is_a_collection_error_naming_it(tm
     result = collect(tmp_path, "tests/integration")
     assert result.returncode != 0 and "tests/integration/test_new.py: no lane" in result.stderr, result.stderr
     (tmp_path / "tests" / "integration" / "test_new.py").write_text(
-        "import pytest\npytestmark = [pytest.mark.lane('side')]\ndef test_x():\n    pass\n")
+        "import pytest\npytestmark = [pytest.mark.lane('nowhere')]\ndef test_x():\n    pass\n")
+    result = collect(tmp_path, "tests/integration")
+    assert result.returncode != 0 and "tests/integration/test_new.py: no lane" in result.stderr, result.stderr
+    (tmp_path / "tests" / "integration" / "test_new.py").write_text(
+        "import pytest\npytestmark = [pytest.mark.lane('current')]\ndef test_x():\n    pass\n")
     assert collect(tmp_path, "tests/integration").returncode == 0
 
 
