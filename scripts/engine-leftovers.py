@@ -30,7 +30,10 @@ def bases_and_their_layers(api: docker.APIClient) -> set[str]:
             reference = image["Id"]
             while reference and reference not in kept:
                 kept.add(reference)
-                reference = api.inspect_image(reference).get("Parent") or ""
+                try:
+                    reference = api.inspect_image(reference).get("Parent") or ""
+                except docker.errors.NotFound:  # the containerd store names a parent it does not list
+                    reference = ""
     return kept
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from ..conftest import ROOT, run
 
-pytestmark = [pytest.mark.lane("side")]
+pytestmark = [pytest.mark.lane("main")]
 
 
 @pytest.fixture(scope="module")

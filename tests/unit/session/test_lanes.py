@@ -1,6 +1,7 @@
 """Where a test runs follows from its module's marks (tests/session/lanes.py): the order of each lane, its xdist group,
 its engine; an integration module without a lane is a collection error naming it. The real session is collected too:
-every integration module is marked, and the side lane's heavy modules come first, the main lane's last."""
+every integration module is marked, and the side lane's heavy modules come first, then the side lane's light ones, the
+current lane's and the main lane's."""
 
 from __future__ import annotations
 
@@ -102,4 +103,5 @@ def test_the_session_collects_in_the_order_the_marks_give() -> None:
     modules = list(dict.fromkeys(line.split("::")[0] for line in result.stdout.splitlines() if "::" in line))
     assert modules[:3] == ["tests/integration/build/test_arm64_cuda_image.py", "tests/integration/build/test_devel_image.py",
                            "tests/integration/test_cuda_and_ngc_images.py"], modules
-    assert modules[-1] == "tests/integration/test_workflows.py", modules  # the main lane's one heavy module, last
+    # then the current lane's (the containerd store), then the main lane's
+    assert modules[5:7] == ["tests/integration/build/test_current_engine.py", "tests/integration/test_workflows.py"], modules
