@@ -13,7 +13,7 @@ fi
 fail() { echo "emulation: FAILED: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || fail "needs root (binfmt_misc registration)"
 exec 9> /tmp/torchimages-emulation.lock
-flock 9   # the test session's two lanes may both set it up at once: one registers, the other finds it done
+flock 9   # the test session's lanes may set it up at once: one registers, the other finds it done
 qemu=/opt/torchimages/qemu/qemu-aarch64
 if [ ! -x "${qemu}" ]; then
     mirror=${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2> /dev/null || true)}

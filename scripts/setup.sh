@@ -8,10 +8,8 @@ python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 echo "== setup: Docker engine"
 bash scripts/start-engine.sh
-echo "== setup: the test session's second engine (pytest -n 3: its side lane, tests/session/lanes.py)"
+echo "== setup: the test session's second engine (pytest -n 2: its side lane, tests/session/lanes.py)"
 bash scripts/start-side-engine.sh
-echo "== setup: the current engine generation, Docker 26 with the containerd image store (the current lane)"
-bash scripts/start-current-engine.sh
 echo "== setup: the docker CLI's buildx plugin (--builder buildkit, as GitHub's runners build)"
 bash scripts/install-buildx.sh
 echo "== setup: Debian base image and CPU wheelhouse (for builds without a registry)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start the current Docker engine generation, dockerd 26 with the containerd image store (as Docker 29 installs by
 # default and Docker Desktop runs), beside the 20.10 engines here (docs/engines.md): the test session's current lane
-# (tests/session/lanes.py) runs the CPU release on it. Its binaries are Debian 13's docker.io,
+# (tests/session/lanes.py, opt-in: pytest -n 3 --current-engine) runs the CPU release on it. Its binaries are Debian 13's docker.io,
 # containerd and docker-cli, checked and unpacked by scripts/install-current-engine.sh (run here when missing). Its own configuration (the containerd-snapshotter
 # feature), socket, data root, exec root, pid file, containerd (dockerd starts the packaged 1.7 from PATH) and bridge:
 # never `--bridge none`, which deletes another engine's docker0. It reaches Debian's mirror like the first. Exits

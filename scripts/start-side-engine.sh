@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start the test session's second Docker engine: `pytest -n 3` runs three lanes at once (tests/session/lanes.py), and
+# Start the test session's second Docker engine: `pytest -n 2` runs two lanes at once (tests/session/lanes.py), and
 # the side lane builds on an engine of its own, so that each lane's per-module cleanup (containers, tags, BuildKit's
 # cache) touches only what that lane made. Its own data root, exec root, socket, pid file and bridge (docker0 is
 # the first engine's); it reaches Debian's mirror like the first. Exits non-zero, loudly, if it never answers.

@@ -11,7 +11,7 @@ import pytest
 
 from .conftest import ROOT
 
-pytestmark = [pytest.mark.lane("main")]
+pytestmark = [pytest.mark.lane("side")]
 
 
 def test_pip_install_gives_a_working_torchimages_command(tmp_path: Path) -> None:

@@ -1,18 +1,17 @@
-"""The workflows' own steps, run here: ci.yml and release.yml, every `run:` step in order, each job in a fresh copy of
-the working tree with a fresh venv (made by the workflow's own Install step), on the current lane's engine
-(tests/session/lanes.py): dockerd 26 with the containerd image store, as current runners run Docker. So release.yml
-here is the CPU entry's release on that store (built by BuildKit, its suite, its candidates pushed with SBOMs and
-signatures, promoted), while the main lane's modules release it on the classic store. Substituted: the GitHub contexts
-and secrets (the local registry with htpasswd and TLS), the job matrix (the CPU entry), `--require-gpu` (no GPU here),
-the four actions (tests/integration/workflows.py says what stands in for each) and `gh release`
-(tests/integration/data/gh-releases keeps GitHub releases in a folder). The runner's environment gives the build
-inputs a machine without a registry needs (TORCHIMAGES_BASE_IMAGE, TORCHIMAGES_WHEELHOUSE, TORCHIMAGES_OFFLINE) and
-the session's wheels of requirements-dev.txt, which every Install step installs from (no index); the steps' text is
-not changed otherwise. The unit-test step of ci.yml is not run again when this session runs tests/unit (it is the same
-command). The release workflow runs once (a first release, with no previous one); how the next release reuses the
-previous one's unchanged images and attaches the diff against it is the workflow's wiring, checked without a
-release-sized run (tests/unit/publish/test_release_workflow.py), with the reuse itself proven on a real engine and
-registry (tests/integration/build/test_cache_from.py)."""
+"""The workflows' own steps, run here: ci.yml and release.yml, every `run:` step in order, each job in a fresh
+copy of the working tree with a fresh venv (made by the workflow's own Install step), on this machine's
+engine. Substituted: the GitHub contexts and secrets (the local registry with htpasswd and TLS), the job
+matrix (the CPU entry), `--require-gpu` (no GPU here), the four actions (tests/integration/workflows.py
+says what stands in for each) and `gh release` (tests/integration/data/gh-releases keeps GitHub releases in a
+folder). The runner's environment gives the build inputs a machine without a registry needs
+(TORCHIMAGES_BASE_IMAGE, TORCHIMAGES_WHEELHOUSE, TORCHIMAGES_OFFLINE) and the session's wheels of
+requirements-dev.txt, which every Install step installs from (no index); the steps' text is not changed otherwise.
+The unit-test step of ci.yml is not run again when this session runs tests/unit (it is the same command).
+The release workflow runs once (a first release, with no previous one); how the next release reuses the previous one's
+unchanged images and attaches the diff against it is the workflow's wiring, checked without a release-sized run
+(tests/unit/publish/test_release_workflow.py), with the reuse itself proven on a real engine and registry
+(tests/integration/build/test_cache_from.py).
+"""
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ from ..buildpy import build_py
 from .conftest import CPU_ENTRY, ROOT, SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, Registry
 from .workflows import ACTIONS, Runner, WorkflowRun
 
-pytestmark = [pytest.mark.lane("current")]
+pytestmark = [pytest.mark.lane("main"), pytest.mark.heavy]
 
 RELEASE = "v0.1-wf"  # a release tag of its own: the workflows' images never replace the other tests'
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -192,17 +191,15 @@ def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun, api: docker.APIClient,
     assert unit.returncode == 0 and (unit.output or "this pytest session" in unit.note), unit
     report = json.loads((ci_run.workdirs["cpu-image"] / "report" / "build-report.json").read_text())
     assert {r["variant"] for r in report["images"]} == {"base", "jupyter", "ssh"}
-    containerd = Engine(api=api).store() == CONTAINERD_STORE  # in the current lane; in one lane, the first engine's
+    containerd = Engine(api=api).store() == CONTAINERD_STORE  # where DOCKER_HOST is a current engine
     for record in report["images"]:
         smoke = record["stages"]["smoke"]
         assert record["result"] == "built" and smoke["passed"] > 0 and smoke["failed"] == 0, record
         assert "(buildx)" in record["builder"], record["builder"]  # the BuildKit images whose suite passes
-        held = api.inspect_image(record["image_id"])
-        assert held["Id"] == record["image_id"], record  # on the containerd store: the manifest's digest
-        if containerd:
-            # the size is the unpacked layers counted by the tool, not the store's packed content
+        assert api.inspect_image(record["image_id"])["Id"] == record["image_id"], record
+        if containerd:  # the size is the unpacked layers the tool counts, not the store's packed content
+            held = api.inspect_image(record["image_id"])
             assert "the containerd image store" in record["builder"] and record["size_bytes"] > 2 * held["Size"], record
-            assert 0.9 < record["size_bytes"] / record["floor_bytes"] < 1.3, record
         # the session's BuildKit images (test_buildkit.py) are these layers: this suite is theirs too
         session = cpu_buildkit_build.tags[record["variant"]]
         assert api.inspect_image(record["image_id"])["RootFS"]["Layers"] == \

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.session.lanes import LANES
+from tests.session.lanes import CURRENT, LANES, SIDE
 
 GB = 2**30
 SLOWEST = 25
@@ -86,13 +86,13 @@ class DiskMeter:
 
 
 class MeterPlugin:
-    """Feeds the meter from the test reports (in the one process, or in -n 3's controller) and prints it."""
+    """Feeds the meter from the test reports (in the one process, or in xdist's controller) and prints it."""
 
     def __init__(self, meter: DiskMeter, written: Path) -> None:
         self.meter, self.written = meter, written
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        """A test starts (its setup, where a module's builds run): with -n 3 its id ends in its lane (`@side`)."""
+        """A test starts (its setup, where a module's builds run): with -n its id ends in its lane (`@side`)."""
         lane = nodeid.rpartition("@")[2]
         self.meter.enter(lane if lane in LANES else "", nodeid.split("::", maxsplit=1)[0])
 
@@ -110,10 +110,11 @@ class MeterPlugin:
 
 
 # the data roots of the other lanes' engines (scripts/start-side-engine.sh, scripts/start-current-engine.sh)
-LANE_ROOTS = (Path("/var/lib/torchimages-side-docker"), Path("/var/lib/torchimages-current-docker"))
+LANE_ROOTS = {SIDE: Path("/var/lib/torchimages-side-docker"), CURRENT: Path("/var/lib/torchimages-current-docker")}
 
 
-def metered_folders(root: Path, *, lanes_on: bool) -> list[Path]:
-    """Where a session writes: the engines' data roots, the temporary folder, the checkout's .cache."""
-    folders = [Path("/var/lib/docker"), Path(tempfile.gettempdir()), root / ".cache", *(LANE_ROOTS if lanes_on else ())]
+def metered_folders(root: Path, running: tuple[str, ...]) -> list[Path]:
+    """Where a session writes: the running lanes' engines' data roots, the temporary folder, the checkout's .cache."""
+    folders = [Path("/var/lib/docker"), Path(tempfile.gettempdir()), root / ".cache",
+               *(LANE_ROOTS[lane] for lane in running if lane in LANE_ROOTS)]
     return [folder for folder in folders if folder.exists()]

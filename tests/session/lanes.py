@@ -2,13 +2,15 @@
 
     pytestmark = [pytest.mark.lane("side"), pytest.mark.heavy]
 
-`pytest -n 3` runs the three lanes side by side (xdist's `--dist loadgroup`: a lane is one group, so one worker runs
-it), each on an engine of its own, so a module's cleanup touches only what its lane made:
+`pytest -n 2` runs the main and side lanes side by side, `pytest -n 3 --current-engine` the current lane too (xdist's
+`--dist loadgroup`: a lane is one group, so one worker runs it), each on an engine of its own, so a module's cleanup
+touches only what its lane made:
 - main: the first engine (DOCKER_HOST), Docker 20.10 with the classic image store;
 - side: a second 20.10 engine, TORCHIMAGES_SIDE_ENGINE (default unix:///var/run/torchimages-side.sock, which
   scripts/start-side-engine.sh starts): the CUDA-sized images;
-- current: the current generation, TORCHIMAGES_CURRENT_ENGINE (default unix:///var/run/torchimages-current.sock,
-  scripts/start-current-engine.sh): dockerd 26 with the containerd image store.
+- current (opt-in, --current-engine): the current generation, TORCHIMAGES_CURRENT_ENGINE (default
+  unix:///var/run/torchimages-current.sock, scripts/start-current-engine.sh): dockerd 26 with the containerd image
+  store. A session with it took 1716-1762 s and 22-23 GB on 2 cores, over the session's budget (docs/engines.md).
 A heavy module (a CUDA-sized image, a release) holds about 10 GB: the side lane runs its heavy modules first, the main
 lane last, so that they meet the other lanes' light ones; they also take a lock all lanes share (engines.py). The
 unit tier is marked in tests/unit/conftest.py. An integration module without a lane is a collection error naming it.
@@ -77,12 +79,12 @@ def unmarked_modules(items: list[pytest.Item], root: Path) -> list[str]:
     return sorted(found)
 
 
-def arrange(items: list[pytest.Item], *, all_lanes: bool) -> None:
+def arrange(items: list[pytest.Item], running: tuple[str, ...]) -> None:
     """Order the items by lane and weight (a stable sort: a module's tests keep their order), and give each its lane as
-    xdist's group. With one lane, every test is the main lane's."""
+    xdist's group, or the main lane's where its own lane does not run."""
     items.sort(key=order_key)
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(lane_of(item) if all_lanes else MAIN))
+        item.add_marker(pytest.mark.xdist_group(lane_of(item) if lane_of(item) in running else MAIN))
 
 
 def group_of(item: pytest.Item) -> str:

@@ -17,15 +17,15 @@ from torchimages.input import matrix, specs
 
 GOLDEN = Path(__file__).parent / "golden"  # the reviewed render of golden/matrix.yaml (build/test_render.py)
 # The unit tier uses no engine: it fills the lanes' time to spare, by stage folder (tests/session/lanes.py); the rest,
-# and a new folder, run in the main lane. About 55 s of its 175 s run in the current lane, which is that much shorter.
-CURRENT_LANE_FOLDERS = ("input", "verify")
+# and a new folder, run in the main lane. About 55 s of its 175 s run in the side lane, which is that much shorter.
+SIDE_LANE_FOLDERS = ("input", "verify")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     """The unit tier's lane, given here once rather than in each module (as each test is collected: before the
     session orders its tests by lane)."""
     folder = Path(item.path).relative_to(Path(__file__).parent).parts[0]
-    item.add_marker(pytest.mark.lane("current" if folder in CURRENT_LANE_FOLDERS else "main"))
+    item.add_marker(pytest.mark.lane("side" if folder in SIDE_LANE_FOLDERS else "main"))
 
 
 def golden_plan() -> specs.Plan:

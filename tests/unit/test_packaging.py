@@ -35,4 +35,4 @@ def test_the_readme_is_short_and_every_page_it_names_exists() -> None:
     pages = re.findall(r"\]\(((?:docs|tests)/[^)]+)\)", readme)
     assert pages and all((ROOT / page).is_file() for page in pages), pages
     assert "bash scripts/setup.sh && .venv/bin/python build.py --tag v2.7" in readme
-    assert ".venv/bin/python -m pytest -n 3\n" in readme
+    assert ".venv/bin/python -m pytest -n 2\n" in readme

@@ -1,15 +1,20 @@
 """The current engine generation, as the teams this tool is for run it: dockerd 26 with the containerd image store
 (scripts/start-current-engine.sh), the current lane's engine (tests/session/lanes.py), while the main lane proves the
-classic store. Alone: `.venv/bin/python -m pytest -n 3 tests/integration/build/test_current_engine.py`.
+classic store. Opt-in: a session with this lane beside the other two took 1716-1762 s and 22-23 GB on 2 cores, over the
+session's budget (docs/engines.md):
 
-Here, on the containerd store: an image's size the same quantity as on the classic store, the classic builder, and a
-named buildx builder (a docker context for this engine) chosen by --buildx-builder. The CPU entry's release on this
-store (built by the engine's default builder, BuildKit; its suite; its candidates pushed with SBOMs and promoted) is
-release.yml's, run in the same lane (tests/integration/test_workflows.py). docs/engines.md holds what differs and the
-figures."""
+    bash scripts/start-current-engine.sh
+    .venv/bin/python -m pytest -n 3 --current-engine          # the whole session, three lanes
+    .venv/bin/python -m pytest -n 3 --current-engine tests/integration/build/test_current_engine.py
+
+Here, on the containerd store: the CPU entry's release as a user runs it (built by the engine's default builder, BuildKit;
+its suite; its candidates pushed to the registry and promoted), an image's size the same quantity as on the classic
+store, the classic builder, and a named buildx builder (a docker context for this engine) chosen by
+--buildx-builder. docs/engines.md holds what differs and the figures."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -22,15 +27,20 @@ import yaml
 from tests.session import lanes
 from torchimages.engine import CONTAINERD_STORE, Engine
 from torchimages.input import matrix, specs
+from torchimages.report import Report
 
 from ..conftest import (
+    CANDIDATE,
     CPU_ENTRY,
     RELEASE,
     ROOT,
     EntryBuild,
+    Registry,
+    as_release_user,
     build_entry,
     build_py,
     entry_spec,
+    push_candidates,
     run,
 )
 from ..stub_wheels import stub_torch_wheel, stub_wheel
@@ -65,6 +75,37 @@ def test_the_lanes_engine_is_the_current_generation_with_the_containerd_store(cu
     assert major >= 26 and current.store() == CONTAINERD_STORE, (current.version(), current.api.info()["DriverStatus"])
     assert current.default_builder() == "buildkit"
     assert Engine(api=first_engine()).store() == "classic", "the main lane's engine proves the classic store"
+
+
+def test_the_cpu_release_passes_its_suite_on_the_containerd_store(current: Engine, tested_report: Path) -> None:
+    """The README's main job on this engine (cpu_build, smoke_run: the engine's default builder, BuildKit)."""
+    records = Report.load(tested_report).images
+    assert [(r.variant, r.smoke_passed) for r in records] == [("base", True), ("jupyter", True), ("ssh", True)]
+    assert all("(buildx) on Docker 26" in str(r.builder) and "the containerd image store" in str(r.builder)
+               for r in records), [r.builder for r in records]
+    for record in records:
+        held = current.api.inspect_image(record.tag)
+        # the ID is the image's manifest digest on this store; the size its unpacked layers, not the packed content
+        assert record.image_id == held["Id"] and record.size_bytes, record
+        assert record.size_bytes > 2 * held["Size"], (record.size_bytes, held["Size"])
+        assert record.floor_bytes and 0.9 < record.size_bytes / record.floor_bytes < 1.3, record
+
+
+def test_the_candidates_push_and_promote_from_the_containerd_store(registry: Registry, tested_report: Path,
+                                                                   tmp_path: Path) -> None:
+    candidates = push_candidates(registry, tested_report, tmp_path, "ml/current-engine")
+    pushed = json.loads(candidates.read_text())
+    assert len(pushed["images"]) == 3 and all(i["digest"].startswith("sha256:") for i in pushed["images"])
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text())
+    only_cpu = tmp_path / "cpu.yaml"
+    only_cpu.write_text(yaml.safe_dump({**data, "images": [e for e in data["images"] if e["flavor"] == "cpu"]}))
+    promoted = as_release_user("promote", "--tag", RELEASE, "--candidates", str(candidates), "--matrix", str(only_cpu),
+                               "--registry", f"{registry.host}/ml/current-engine", "--manifest",
+                               str(tmp_path / "release.json"), "--plain", registry=registry, cwd=ROOT)
+    assert promoted.returncode == 0 and promoted.stderr.count(" promote pushed ") == 3, promoted.stderr[-3000:]
+    release = json.loads((tmp_path / "release.json").read_text())
+    assert [i["digest"] for i in release["images"]] == [i["digest"] for i in pushed["images"]]
+    assert release["promoted_from"] == CANDIDATE
 
 
 # --- one size on both stores -------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import requests
 
 from ..conftest import ROOT, build_py
 
-pytestmark = [pytest.mark.lane("main")]
+pytestmark = [pytest.mark.lane("side")]
 
 DATA = ROOT / "torchimages" / "data" / "compat.yaml"
 

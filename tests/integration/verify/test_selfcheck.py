@@ -16,7 +16,7 @@ import pytest
 
 from ..conftest import ROOT, run
 
-pytestmark = [pytest.mark.lane("main")]
+pytestmark = [pytest.mark.lane("side")]
 
 
 @pytest.fixture(scope="module")

@@ -40,15 +40,22 @@ def item(name: str, lane: str, heavy: bool = False) -> Item:
 def test_the_side_lanes_heavy_modules_come_first_and_the_main_lanes_last() -> None:
     items = [item("main-heavy", "main", True), item("main-a", "main"), item("current-a", "current"), item("side-a", "side"),
              item("side-heavy", "side", True), item("main-b", "main"), item("side-b", "side")]
-    lanes.arrange(items, all_lanes=True)  # type: ignore[arg-type]
+    lanes.arrange(items, lanes.LANES)  # type: ignore[arg-type]
     assert [i.name for i in items] == ["side-heavy", "side-a", "side-b", "current-a", "main-a", "main-b", "main-heavy"]
     assert [i.marks["xdist_group"] for i in items] == [("side",)] * 3 + [("current",)] + [("main",)] * 3
 
 
 def test_with_one_lane_every_test_is_the_main_lanes() -> None:
     items = [item("side-a", "side"), item("main-a", "main")]
-    lanes.arrange(items, all_lanes=False)  # type: ignore[arg-type]
+    lanes.arrange(items, (lanes.MAIN,))  # type: ignore[arg-type]
     assert {i.marks["xdist_group"] for i in items} == {("main",)}
+
+
+def test_a_lane_that_does_not_run_gives_its_tests_to_the_main_lane() -> None:
+    items = [item("current-a", "current"), item("side-a", "side"), item("main-a", "main")]
+    lanes.arrange(items, (lanes.MAIN, lanes.SIDE))  # type: ignore[arg-type]
+    assert {i.name: i.marks["xdist_group"] for i in items} == {"side-a": ("side",), "current-a": ("main",),
+                                                               "main-a": ("main",)}
 
 
 def test_the_side_lane_builds_on_the_side_engine_and_keeps_the_first_ones_address(
@@ -93,7 +100,7 @@ def test_an_integration_module_without_a_lane_is_a_collection_error_naming_it(tm
     result = collect(tmp_path, "tests/integration")
     assert result.returncode != 0 and "tests/integration/test_new.py: no lane" in result.stderr, result.stderr
     (tmp_path / "tests" / "integration" / "test_new.py").write_text(
-        "import pytest\npytestmark = [pytest.mark.lane('current')]\ndef test_x():\n    pass\n")
+        "import pytest\npytestmark = [pytest.mark.lane('side')]\ndef test_x():\n    pass\n")
     assert collect(tmp_path, "tests/integration").returncode == 0
 
 
@@ -103,5 +110,7 @@ def test_the_session_collects_in_the_order_the_marks_give() -> None:
     modules = list(dict.fromkeys(line.split("::")[0] for line in result.stdout.splitlines() if "::" in line))
     assert modules[:3] == ["tests/integration/build/test_arm64_cuda_image.py", "tests/integration/build/test_devel_image.py",
                            "tests/integration/test_cuda_and_ngc_images.py"], modules
-    # then the current lane's (the containerd store), then the main lane's
-    assert modules[5:7] == ["tests/integration/build/test_current_engine.py", "tests/integration/test_workflows.py"], modules
+    assert modules[-1] == "tests/integration/test_workflows.py", modules  # the main lane's one heavy module, last
+    assert "tests/integration/build/test_current_engine.py" not in modules, "the current lane is opt-in"
+    opted_in = collect(ROOT, "tests/integration/build/test_current_engine.py", "--current-engine", "-n", "3")
+    assert opted_in.returncode == 0 and "test_current_engine.py::" in opted_in.stdout, opted_in.stderr
