@@ -48,7 +48,7 @@ def lanes_on(config: pytest.Config) -> tuple[str, ...]:
     workers = worker["workercount"] if worker else getattr(config.option, "numprocesses", None)
     current = config.getoption("--current-engine")
     wanted = {None: 1, 0: 1, 2: 2, 3: 3}.get(workers)
-    if wanted is None or (wanted == 3) != current:
+    if wanted is None or (wanted > 1 and (wanted == 3) != current):  # one lane runs what it is given
         raise pytest.UsageError(f"-n {workers}{' --current-engine' if current else ''}: this session runs in two lanes, "
                                 "-n 2, or three with the current engine's, -n 3 --current-engine, or one, no -n "
                                 "(tests/session/lanes.py)")

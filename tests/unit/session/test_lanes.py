@@ -114,3 +114,6 @@ def test_the_session_collects_in_the_order_the_marks_give() -> None:
     assert "tests/integration/build/test_current_engine.py" not in modules, "the current lane is opt-in"
     opted_in = collect(ROOT, "tests/integration/build/test_current_engine.py", "--current-engine", "-n", "3")
     assert opted_in.returncode == 0 and "test_current_engine.py::" in opted_in.stdout, opted_in.stderr
+    for lanes_asked in (("-n", "3"), ("-n", "2", "--current-engine")):
+        refused = collect(ROOT, "tests/unit/session", *lanes_asked)
+        assert refused.returncode == 4 and "-n 3 --current-engine" in refused.stderr, refused.stderr
