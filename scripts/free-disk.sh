@@ -61,11 +61,15 @@ share() {
     folders_on[${device}]="${folders_on[${device}]:-}${folders_on[${device}]:+, }$1 (${2} GB)"
     path_on[${device}]=${path_on[${device}]:-$1}
 }
+# An engine of another lane counts where it answers: its data root, with its share.
+share_root_of() {
+    local engine_root
+    engine_root=$(DOCKER_HOST=$1 docker info --format '{{.DockerRootDir}}' 2> /dev/null || true)
+    if [ -n "${engine_root}" ] && [ -d "${engine_root}" ]; then share "${engine_root}" "$2"; fi
+}
 share "${root}" "${engine_gb}"
-lane_root=$(DOCKER_HOST=${lane_engine} docker info --format '{{.DockerRootDir}}' 2> /dev/null || true)
-[ -n "${lane_root}" ] && [ -d "${lane_root}" ] && share "${lane_root}" "${lane_gb}"
-current_root=$(DOCKER_HOST=${current_engine} docker info --format '{{.DockerRootDir}}' 2> /dev/null || true)
-[ -n "${current_root}" ] && [ -d "${current_root}" ] && share "${current_root}" "${current_gb}"
+share_root_of "${lane_engine}" "${lane_gb}"
+share_root_of "${current_engine}" "${current_gb}"
 share "${temp}" "${temp_gb}"
 share "${cache}" "${cache_gb}"
 total_override=${1:-${TORCHIMAGES_TEST_DISK_GB:-}}

@@ -97,5 +97,5 @@ def enter(item: pytest.Item) -> None:
     (DOCKER_HOST); the first engine's address stays known for copying the bases it holds."""
     lane = group_of(item)
     if lane != MAIN and os.environ.get(FIRST_ENGINE) is None:
-        os.environ[FIRST_ENGINE] = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        os.environ[FIRST_ENGINE] = first_engine()
         os.environ["DOCKER_HOST"] = engine_of(lane)

@@ -50,11 +50,11 @@ pytestmark = [pytest.mark.lane("current")]
 
 @pytest.fixture(scope="module")
 def current(api: docker.APIClient) -> Engine:
-    """This lane's engine, which must be the current generation. In one lane (no -n), the main lane's engine is the
-    first one: these tests then skip, unless CI is set (its session runs the lanes, -n 3)."""
+    """This lane's engine, which must be the current generation. In one lane (no -n), DOCKER_HOST must be that engine:
+    elsewhere these tests skip, unless CI is set."""
     if os.environ.get("DOCKER_HOST") != lanes.current_engine():
         said = (f"this module runs on the current lane's engine ({lanes.current_engine()}), not on "
-                f"{os.environ.get('DOCKER_HOST')}: run the session with -n 3 (tests/session/lanes.py)")
+                f"{os.environ.get('DOCKER_HOST')}: run the session with -n 3 --current-engine (tests/session/lanes.py)")
         if os.environ.get("CI"):
             pytest.fail(said)
         pytest.skip(said)
