@@ -330,6 +330,62 @@ def compat_refresh(since: str, check: bool, pypi_index: str, wheel_index: str, s
     sys.exit(compatrefresh.shown(result, check=check))
 
 
+@main.group(name="wheels")
+def wheels_group() -> None:
+    """The wheel lock: the wheels an image was installed from, each by file and sha256 (torchimages/wheellock.py)."""
+
+
+@wheels_group.command(name="lock")
+@click.option("--out", "out_path", type=click.Path(path_type=Path), callback=output_file,
+              help="The lock to write [default: standard output].")
+@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+def wheels_lock(out_path: Path | None, reports: tuple[Path, ...]) -> None:
+    """Write the lock of pip installation reports (`pip install --report FILE`) in pip's --require-hashes format."""
+    from . import files, wheellock
+
+    wheels = wheellock.merged([wheellock.from_pip_report(files.load(path, "a pip installation report"), str(path))
+                               for path in reports], one_environment=True)
+    text = wheellock.lock_text(wheels)
+    if out_path is None:
+        out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        return
+    files.atomic_write(out_path, text)
+    err.print(f"{out_path}: {len(wheels)} wheels locked")
+
+
+@wheels_group.command(name="check")
+@click.argument("locks", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--wheelhouse", "wheelhouses", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
+              envvar="TORCHIMAGES_WHEELHOUSE", help="A folder of wheels, looked in first (repeatable).")
+@click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="Look in the wheelhouses only.")
+@click.option("--pip-index-url", envvar="TORCHIMAGES_PIP_INDEX_URL", help="Package index (a mirror) [default: PyPI].")
+@click.option("--torch-index-url", envvar="TORCHIMAGES_TORCH_INDEX_URL",
+              help="The torch wheel index [default: the PyTorch index each locked torch wheel came from].")
+def wheels_check(locks: tuple[Path, ...], wheelhouses: tuple[Path, ...], offline: bool, pip_index_url: str | None,
+                 torch_index_url: str | None) -> None:
+    """Is every locked wheel still served, with its sha256, by a wheelhouse or an index? Exit 1 naming each that is
+    not (a rebuild from the lock would fail there), before anything is built."""
+    from . import wheellock
+    from .input.grammar import url_problem
+    from .input.indexes import http_fetch
+
+    for option, value in (("--pip-index-url", pip_index_url), ("--torch-index-url", torch_index_url)):
+        if value and (why := url_problem(value, option)):
+            raise UserError(why)
+    if offline and not wheelhouses:
+        raise UserError("--offline looks in the wheelhouses only: give at least one --wheelhouse")
+    wheels = wheellock.merged([wheellock.read_lock(path) for path in locks])
+    sources: list[wheellock.Source] = [wheellock.Wheelhouse(folder) for folder in wheelhouses]
+    if not offline:
+        sources += wheellock.default_indexes(wheels, pip_index_url, torch_index_url, http_fetch(timeout=60))
+    missing = wheellock.unserved(wheels, sources)
+    for line in missing:
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+    out.print(f"{len(wheels) - len(missing)} of {len(wheels)} locked wheels served by: "
+              f"{', '.join(map(str, sources))}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(1 if missing else 0)
+
+
 @main.command(name="lock")
 @matrix_option
 @click.option("--refresh", is_flag=True, help="Resolve every tag again and move the pins that changed.")

@@ -65,6 +65,8 @@ DIGEST = pattern(r"sha256:[0-9a-f]{64}")
 WHEEL_NAME = pattern(r"[A-Za-z0-9_.]+-[A-Za-z0-9_.+!]+(-[0-9][A-Za-z0-9_]*)?-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+-[A-Za-z0-9_.]+\.whl")
 TIMESTAMP = pattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")  # UTC, ISO 8601, as `lock` writes it
 SHA256_HEX = pattern(r"[0-9a-f]{64}")
+PACKAGE_NAME = pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+PACKAGE_VERSION = pattern(r"[A-Za-z0-9.+!_-]{1,64}")
 # One word of what a host needs to run an image: a driver version, or a GPU generation (12.0+PTX).
 RUNS_ON_WORD = pattern(r"[0-9]{1,4}(\.[0-9]{1,4}){0,2}(\+PTX)?")
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
@@ -290,6 +292,16 @@ def digest_problem(value: str) -> str | None:
     if DIGEST.fullmatch(value):
         return None
     return f"{visible(value)!r} is not a digest: 'sha256:' and 64 lowercase hex digits"
+
+
+def package_name_problem(value: str) -> str | None:
+    """A distribution's name as its metadata gives it (nvidia-cudnn-cu12, PyYAML)."""
+    return None if PACKAGE_NAME.fullmatch(value) else f"{visible(value)[:80]!r} is not a package name"
+
+
+def package_version_problem(value: str) -> str | None:
+    """A distribution's version as its metadata gives it (2.13.0+cpu, 1.0rc1): no space, no control character."""
+    return None if PACKAGE_VERSION.fullmatch(value) else f"{visible(value)[:80]!r} is not a package version"
 
 
 def wheel_name_problem(value: str) -> str | None:

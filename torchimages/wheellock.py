@@ -1,0 +1,262 @@
+"""The wheel lock: the wheels an image's Python environment was installed from, each by its file and sha256.
+
+pip says what it installs in its installation report (`pip install --report FILE`, format version 1,
+https://pip.pypa.io/en/stable/reference/installation-report/): each item's `download_info` holds the URL of the file
+(an index's, or file:// in a wheelhouse) and its hashes. The lock is that set written in pip's own hash-checking
+format, one wheel a line, so that `pip install --require-hashes -r LOCK` installs exactly these files and refuses any
+other:
+
+    torch==2.13.0+cpu --hash=sha256:6746...667b  # torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl from https://...
+
+Upstream wheels disappear (torch 2.5.1 pins nvidia-cudnn-cu12==9.1.0.70, which no index serves any more), so a lock
+is checked against what the sources serve now (`build.py wheels check`): a wheelhouse (a folder of wheel files, as
+`--wheelhouse` gives a build) by the file's own sha256, an index (PEP 691 JSON or PEP 503 HTML, as pip reads it) by
+the hash it lists for the file. Every report, lock and index page read here is input, checked like the matrix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html.parser
+import json
+import re
+import urllib.parse
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checkedjson import Fields
+from .errors import Problem, UserError, visible
+from .input.grammar import SHA256_HEX, package_name_problem, package_version_problem, wheel_name_problem
+
+REPORT_VERSION = "1"
+MAX_LOCK = 4 << 20  # a lock of a CUDA image is about 40 lines; megabytes are not a lock
+# name==version --hash=sha256:HEX  # FILE from URL (the comment is the lock's own, pip ignores it)
+LINE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!_-]+) --hash=sha256:(?P<sha>[0-9a-f]{64})"
+                  r"(?:  # (?P<file>\S+) from (?P<url>\S+))?")
+PYPI = "https://pypi.org/simple/"
+# A file of a PyTorch wheel index (download.pytorch.org/whl/cu121/torch-...whl): the index is its folder.
+TORCH_INDEX_FILE = re.compile(r"(?P<index>https://download\.pytorch\.org/whl/[a-z0-9]+/)[^/]+\.whl")
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
+
+Fetch = Callable[[str, str], bytes | None]  # (url, accept) -> body, None when the page does not exist
+
+
+@dataclass(frozen=True)
+class LockedWheel:
+    name: str  # as the wheel's metadata names it (torch, nvidia-cudnn-cu12)
+    version: str
+    file: str  # the wheel's file name
+    sha256: str  # lowercase hex
+    url: str  # where the build got it (an index's URL, or file:// in the build's wheelhouse)
+
+    @property
+    def pin(self) -> str:
+        return f"{self.name}=={self.version}"
+
+    def line(self) -> str:
+        return f"{self.pin} --hash=sha256:{self.sha256}  # {self.file} from {self.url}"
+
+
+def from_pip_report(data: object, file: str) -> list[LockedWheel]:
+    """The wheels of one pip installation report (a parsed JSON document), in its order. A report of another format
+    version, an item without a sha256 or one that is not a wheel is refused: the lock names files pip can check."""
+    report = Fields(file, data)
+    if report.required_text("version") != REPORT_VERSION:
+        report.refuse("version", f"is {visible(str(report.data['version']))[:20]!r}; this tool reads pip's "
+                                 f"installation report version {REPORT_VERSION}")
+    return [wheel_of(Fields(file, item, place)) for place, item in report.objects("install")]
+
+
+def wheel_of(item: Fields) -> LockedWheel:
+    metadata, download = item.sub("metadata", ()), item.sub("download_info", ())
+    assert metadata is not None and download is not None  # sub() refuses what is missing
+    url = download.required_text("url", lambda value: None if value.startswith(("https://", "http://", "file://"))
+                                 else "is not an http(s) or file URL")
+    name = urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+    if why := wheel_name_problem(name):
+        download.refuse("url", f"names no wheel: {why} (a lock holds wheels only: build sdists into the wheelhouse)")
+    archive = download.sub("archive_info", ())
+    if archive is None:
+        download.refuse("archive_info", "is missing: a directory or VCS install has no file to lock")
+    hashes = archive.sub("hashes", (), optional=True)
+    sha = hashes.text("sha256", optional=True) if hashes else None
+    if sha is None and (legacy := archive.text("hash", optional=True)) and legacy.startswith("sha256="):
+        sha = legacy.removeprefix("sha256=")  # pip before 23 wrote only "hash": "sha256=HEX"
+    if sha is None or not SHA256_HEX.fullmatch(sha):
+        archive.refuse("hashes", "holds no sha256 of 64 lowercase hex digits")
+    return LockedWheel(name=metadata.required_text("name", package_name_problem),
+                       version=metadata.required_text("version", package_version_problem), file=name, sha256=sha, url=url)
+
+
+def lock_text(wheels: Iterable[LockedWheel]) -> str:
+    """The lock in pip's hash-checking format, a wheel a line, sorted by name."""
+    return "".join(wheel.line() + "\n" for wheel in sorted(wheels, key=lambda wheel: wheel.name.lower()))
+
+
+def read_lock(path: Path) -> list[LockedWheel]:
+    """A lock file as lock_text writes it; any other line is refused, naming its number."""
+    if not path.is_file():
+        raise UserError([Problem(str(path), None, None, None, "is not a file")])
+    if path.stat().st_size > MAX_LOCK:
+        raise UserError([Problem(str(path), None, None, None, f"is over {MAX_LOCK >> 20} MB: not a wheel lock")])
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise UserError([Problem(str(path), None, None, None, "is not UTF-8 text: not a wheel lock")]) from None
+    wheels = []
+    for number, text in enumerate(lines, 1):
+        if not text.strip() or text.startswith("#"):
+            continue
+        match = LINE.fullmatch(text)
+        if not match or not match["file"] or wheel_name_problem(match["file"]):
+            raise UserError([Problem(str(path), number, None, None, f"{visible(text)[:120]!r} is not a locked wheel "
+                                     "(NAME==VERSION --hash=sha256:HEX  # FILE from URL)")])
+        wheels.append(LockedWheel(match["name"], match["version"], match["file"], match["sha"], match["url"]))
+    if not wheels:
+        raise UserError([Problem(str(path), None, None, None, "locks no wheel")])
+    return wheels
+
+
+def merged(locks: Iterable[list[LockedWheel]], *, one_environment: bool = False) -> list[LockedWheel]:
+    """The wheels of several reports or locks, each once. One file with two sha256s is refused; with
+    `one_environment` (the reports of one image's install steps) so is one package in two files."""
+    found: dict[str, LockedWheel] = {}
+    names: dict[str, LockedWheel] = {}
+    for wheel in (wheel for lock in locks for wheel in lock):
+        same_file = found.setdefault(wheel.file, wheel)
+        if same_file.sha256 != wheel.sha256:
+            raise UserError(f"{wheel.file} is locked with two sha256s: {same_file.sha256} and {wheel.sha256}")
+        same_name = names.setdefault(canonical(wheel.name), wheel)
+        if one_environment and same_name.file != wheel.file:
+            raise UserError(f"{wheel.name} is installed from two files, {same_name.file} and {wheel.file}: one "
+                            "environment holds one version of a package")
+    return list(found.values())
+
+
+# ---- where a locked wheel is served now
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    folder: Path
+
+    def __str__(self) -> str:
+        return f"wheelhouse {self.folder}"
+
+    def answer(self, wheel: LockedWheel) -> str | None:
+        """None when the folder holds the file with the locked sha256; else why not."""
+        path = self.folder / wheel.file
+        if not path.is_file():
+            return "no such file"
+        found = file_sha256(path)
+        return None if found == wheel.sha256 else f"its file has sha256:{found}"
+
+
+@dataclass(frozen=True)
+class Index:
+    url: str
+    fetch: Fetch
+
+    def __str__(self) -> str:
+        return f"index {visible(self.url)}"
+
+    def answer(self, wheel: LockedWheel) -> str | None:
+        page = urllib.parse.urljoin(self.url.rstrip("/") + "/", canonical(wheel.name) + "/")
+        try:
+            body = self.fetch(page, JSON_ACCEPT)
+        except (OSError, ValueError) as exc:  # requests' errors are OSErrors; a refused page a ValueError
+            return f"not read ({unreachable(exc)})"
+        if body is None:
+            return f"no page {visible(page)}"
+        listed = listed_hashes(body, page)
+        if wheel.file not in listed:
+            return "the file is not listed"
+        return None if listed[wheel.file] == wheel.sha256 else f"lists it with sha256:{listed[wheel.file] or 'none'}"
+
+
+Source = Wheelhouse | Index
+
+
+def unreachable(exc: Exception) -> str:
+    """Why a page was not read, in a line: the innermost cause's words ("Name or service not known"), not the pool's."""
+    while exc.__context__ is not None and isinstance(exc.__context__, Exception):
+        exc = exc.__context__
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return visible(f"{type(exc).__name__}: {text}")[:200]
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def listed_hashes(body: bytes, page: str) -> dict[str, str]:
+    """File name -> sha256 ('' when none is listed) of an index page: PEP 691 JSON, else PEP 503 HTML."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return html_hashes(body.decode("utf-8", "replace"))
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise ValueError(f"{page}: a JSON page without a list of files is not an index page (PEP 691)")
+    found = {}
+    for item in data["files"]:
+        if isinstance(item, dict) and isinstance(item.get("filename"), str):
+            hashes = item.get("hashes") if isinstance(item.get("hashes"), dict) else {}
+            sha = hashes.get("sha256")
+            found[item["filename"]] = sha if isinstance(sha, str) else ""
+    return found
+
+
+class _Anchors(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        href = dict(attrs).get("href") if tag == "a" else None
+        if href:
+            path, _, fragment = href.partition("#")
+            name = urllib.parse.unquote(urllib.parse.urlsplit(path).path.rsplit("/", 1)[-1])
+            self.found[name] = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else ""
+
+
+def html_hashes(text: str) -> dict[str, str]:
+    parser = _Anchors()
+    parser.feed(text)
+    return parser.found
+
+
+def default_indexes(wheels: Iterable[LockedWheel], pip_index: str | None, torch_index: str | None,
+                    fetch: Fetch) -> list[Index]:
+    """The indexes a build asks: --pip-index-url (PyPI by default) and --torch-index-url, else each PyTorch index a
+    locked wheel came from."""
+    urls = [pip_index or PYPI]
+    if torch_index:
+        urls.append(torch_index)
+    else:
+        urls += sorted({match["index"] for wheel in wheels if (match := TORCH_INDEX_FILE.fullmatch(wheel.url))})
+    return [Index(url, fetch) for url in dict.fromkeys(urls)]
+
+
+def unserved(wheels: Iterable[LockedWheel], sources: list[Source]) -> list[str]:
+    """One line for each locked wheel no source serves with its sha256, naming where it was looked for and why not."""
+    lines = []
+    for wheel in wheels:
+        answers = []
+        for source in sources:
+            why = source.answer(wheel)
+            if why is None:
+                break
+            answers.append(f"{source}: {why}")
+        else:
+            looked = "; ".join(answers) if answers else "no wheelhouse or index to look in"
+            lines.append(f"{wheel.pin} ({wheel.file}, sha256:{wheel.sha256}) is served by no source: {looked}")
+    return lines
