@@ -338,19 +338,37 @@ def wheels_group() -> None:
 @wheels_group.command(name="lock")
 @click.option("--out", "out_path", type=click.Path(path_type=Path), callback=output_file,
               help="The lock to write [default: standard output].")
-@click.argument("reports", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
-def wheels_lock(out_path: Path | None, reports: tuple[Path, ...]) -> None:
-    """Write the lock of pip installation reports (`pip install --report FILE`) in pip's --require-hashes format."""
+@click.option("--image", metavar="REF", help="A local image built by this tool: the reports its pip steps kept.")
+@click.argument("reports", nargs=-1, type=click.Path(path_type=Path, dir_okay=False))
+def wheels_lock(out_path: Path | None, image: str | None, reports: tuple[Path, ...]) -> None:
+    """Write the lock of pip installation reports (`pip install --report FILE`), or of an image (--image), in pip's
+    --require-hashes format."""
     from . import files, wheellock
 
-    wheels = wheellock.merged([wheellock.from_pip_report(files.load(path, "a pip installation report"), str(path))
-                               for path in reports], one_environment=True)
+    if bool(image) == bool(reports):
+        raise click.UsageError("give either pip report files or --image REF")
+    if image:
+        wheels = image_wheels(image)
+    else:
+        wheels = wheellock.merged([wheellock.from_pip_report(files.load(path, "a pip installation report"), str(path))
+                                   for path in reports], one_environment=True)
     text = wheellock.lock_text(wheels)
     if out_path is None:
         out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
         return
     files.atomic_write(out_path, text)
     err.print(f"{out_path}: {len(wheels)} wheels locked")
+
+
+def image_wheels(image: str) -> list:
+    from . import wheellock
+    from .engine import Engine
+
+    archive = Engine().folder_archive(image, wheellock.REPORTS)
+    if archive is None:
+        raise UserError(f"--image {image}: the image holds no {wheellock.REPORTS}: pip installed nothing in it, or "
+                        "it was built by a version of this tool that kept no wheel reports")
+    return wheellock.from_image_folder(archive, image)
 
 
 @wheels_group.command(name="check")

@@ -199,6 +199,21 @@ class Engine:
         except UncountedLayer:
             return None
 
+    def folder_archive(self, reference: str, path: str) -> bytes | None:
+        """A folder of a local image as a tar (`docker cp` from a container created, never started, then removed);
+        None when the image has no such folder; a UserError when there is no such image."""
+        try:
+            container = self.api.create_container(reference, command=["true"])["Id"]
+        except docker.errors.ImageNotFound:
+            raise UserError(f"{reference}: no such image on the engine") from None
+        try:
+            stream, _ = self.api.get_archive(container, path)
+            return b"".join(stream)
+        except docker.errors.NotFound:
+            return None
+        finally:
+            self.api.remove_container(container, force=True)
+
     def save_image(self, reference: str, path: Path) -> None:
         """The image as `docker save` streams it, written to `path` (on the containerd store: an OCI archive)."""
         with path.open("wb") as out:

@@ -25,6 +25,7 @@ from .input.grammar import (
     image_name_problem,
     image_platform_problem,
     image_reference_problem,
+    locked_wheels_problem,
     materials_problem,
     number_problem,
     optional_problem,
@@ -123,6 +124,7 @@ class ImageRecord:
     platform: str = DEFAULT_PLATFORM  # what it was built for: linux/amd64, linux/arm64
     runs_on: dict[str, str] | None = None  # what a host needs (specs.ImageSpec.runs_on): driver, GPU generations
     materials: dict[str, Any] | None = None  # what its build read, by digest (build.jobs BuildRunner._materials)
+    wheels: list[str] | None = None  # the wheel lock: each wheel pip installed, a line of torchimages.wheellock
 
     @property
     def smoke_passed(self) -> bool:
@@ -310,6 +312,8 @@ def record_problem(record: ImageRecord) -> tuple[str, str] | None:
                    for key, value in record.runs_on.items()]
     if record.materials is not None:
         checks.append(("materials", materials_problem(record.materials)))
+    if record.wheels is not None:
+        checks.append(("wheels", locked_wheels_problem(record.wheels)))
     if record.smoke is not None:
         checks.append(("stages.smoke.image_id", optional_problem(record.smoke.image_id, digest_problem)))
         checks += [(f"stages.smoke.{key}", number_problem(getattr(record.smoke, key)))

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import html.parser
+import io
 import json
 import re
+import tarfile
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -27,13 +29,22 @@ from pathlib import Path
 
 from .checkedjson import Fields
 from .errors import Problem, UserError, visible
-from .input.grammar import SHA256_HEX, package_name_problem, package_version_problem, wheel_name_problem
+from .input.grammar import (
+    LOCKED_WHEEL,
+    SHA256_HEX,
+    locked_wheel_problem,
+    package_name_problem,
+    package_version_problem,
+    wheel_name_problem,
+)
 
 REPORT_VERSION = "1"
+# Where each pip install step of an image keeps its report (templates/partials/macros.j2: keep_pip_report), one file a
+# step: torch.json (the torch layer), pip.json (the entry's `pip:` packages), jupyter.json, devel.json.
+REPORTS = "/etc/pip/torchimages-wheels"
+STEP_REPORT = re.compile(r"torchimages-wheels/(?P<step>[a-z]{1,20})\.json")
+MAX_REPORT = 16 << 20  # a CUDA image's torch step reports about 40 wheels in some kB
 MAX_LOCK = 4 << 20  # a lock of a CUDA image is about 40 lines; megabytes are not a lock
-# name==version --hash=sha256:HEX  # FILE from URL (the comment is the lock's own, pip ignores it)
-LINE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!_-]+) --hash=sha256:(?P<sha>[0-9a-f]{64})"
-                  r"(?:  # (?P<file>\S+) from (?P<url>\S+))?")
 PYPI = "https://pypi.org/simple/"
 # A file of a PyTorch wheel index (download.pytorch.org/whl/cu121/torch-...whl): the index is its folder.
 TORCH_INDEX_FILE = re.compile(r"(?P<index>https://download\.pytorch\.org/whl/[a-z0-9]+/)[^/]+\.whl")
@@ -68,6 +79,27 @@ def from_pip_report(data: object, file: str) -> list[LockedWheel]:
     return [wheel_of(Fields(file, item, place)) for place, item in report.objects("install")]
 
 
+def from_image_folder(archive: bytes, image: str) -> list[LockedWheel]:
+    """The lock of an image, from its REPORTS folder as the engine copies it out (a tar): each step's report, read as
+    input (a regular file named for its step, at most MAX_REPORT bytes, JSON, pip's report format); one package in two
+    files is refused (one environment)."""
+    locks = []
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as folder:
+        for member in folder:
+            if not (member.isfile() and STEP_REPORT.fullmatch(member.name)):
+                continue
+            where = f"{image}: {REPORTS}/{member.name.rsplit('/', 1)[-1]}"
+            if member.size > MAX_REPORT:
+                raise UserError(f"{where}: {member.size} bytes is not a pip report this tool wrote")
+            content = folder.extractfile(member)
+            try:
+                data = json.loads(content.read() if content else b"")
+            except (ValueError, RecursionError) as exc:
+                raise UserError(f"{where}: not a pip installation report (not JSON: {visible(str(exc))[:120]})") from None
+            locks.append(from_pip_report(data, where))
+    return merged(locks, one_environment=True)
+
+
 def wheel_of(item: Fields) -> LockedWheel:
     metadata, download = item.sub("metadata", ()), item.sub("download_info", ())
     assert metadata is not None and download is not None  # sub() refuses what is missing
@@ -94,6 +126,12 @@ def lock_text(wheels: Iterable[LockedWheel]) -> str:
     return "".join(wheel.line() + "\n" for wheel in sorted(wheels, key=lambda wheel: wheel.name.lower()))
 
 
+def parse_line(line: str) -> LockedWheel:
+    match = LOCKED_WHEEL.fullmatch(line)
+    assert match is not None and not locked_wheel_problem(line)  # the caller checked it
+    return LockedWheel(match["name"], match["version"], match["file"], match["sha"], match["url"])
+
+
 def read_lock(path: Path) -> list[LockedWheel]:
     """A lock file as lock_text writes it; any other line is refused, naming its number."""
     if not path.is_file():
@@ -108,11 +146,9 @@ def read_lock(path: Path) -> list[LockedWheel]:
     for number, text in enumerate(lines, 1):
         if not text.strip() or text.startswith("#"):
             continue
-        match = LINE.fullmatch(text)
-        if not match or not match["file"] or wheel_name_problem(match["file"]):
-            raise UserError([Problem(str(path), number, None, None, f"{visible(text)[:120]!r} is not a locked wheel "
-                                     "(NAME==VERSION --hash=sha256:HEX  # FILE from URL)")])
-        wheels.append(LockedWheel(match["name"], match["version"], match["file"], match["sha"], match["url"]))
+        if why := locked_wheel_problem(text):
+            raise UserError([Problem(str(path), number, None, None, why)])
+        wheels.append(parse_line(text))
     if not wheels:
         raise UserError([Problem(str(path), None, None, None, "locks no wheel")])
     return wheels

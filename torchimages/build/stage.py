@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import wheellock
 from ..engine import BuildOutcome, Engine, failure_hint, short_error
 from ..errors import UserError
 from ..events import EventSink
@@ -151,6 +152,7 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
         if outcome.ok:
             info = engine.image_info(job.tag)
             record.image_id, record.size_bytes, record.layers = info["id"], info["size"], info["layers"]
+            record.wheels = locked_wheels(engine, job.tag)
             if job.spec.flavor != "ngc":  # an NGC image's floor is the whole NGC base: nothing to measure against
                 record.floor_bytes = meter.floor(job.tag, options.inputs.base_for(job.platform) or job.spec.base_image,
                                                  image_id=record.image_id)
@@ -161,6 +163,13 @@ def make_report(plan: Plan, options: BuildOptions, jobs: list[BuildJob], *, outc
         if record.size_bytes and base_size:
             record.adds_bytes = record.size_bytes - base_size
     return report
+
+
+def locked_wheels(engine: Engine, tag: str) -> list[str] | None:
+    """The wheel lock the image's pip steps recorded (torchimages.wheellock), a line a wheel; None when pip installed
+    nothing in it (an NGC image without `pip:` packages) or it was built before the lock was recorded."""
+    archive = engine.folder_archive(tag, wheellock.REPORTS)
+    return None if archive is None else wheellock.lock_text(wheellock.from_image_folder(archive, tag)).splitlines()
 
 
 def known_floors(previous_report: Path) -> dict[str, int]:

@@ -67,6 +67,9 @@ TIMESTAMP = pattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")  
 SHA256_HEX = pattern(r"[0-9a-f]{64}")
 PACKAGE_NAME = pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 PACKAGE_VERSION = pattern(r"[A-Za-z0-9.+!_-]{1,64}")
+# A line of the wheel lock (torchimages/wheellock.py): NAME==VERSION --hash=sha256:HEX  # FILE from URL
+LOCKED_WHEEL = pattern(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,99})==(?P<version>[A-Za-z0-9.+!_-]{1,64}) "
+                       r"--hash=sha256:(?P<sha>[0-9a-f]{64})  # (?P<file>[^\s/]+) from (?P<url>\S{1,2000})")
 # One word of what a host needs to run an image: a driver version, or a GPU generation (12.0+PTX).
 RUNS_ON_WORD = pattern(r"[0-9]{1,4}(\.[0-9]{1,4}){0,2}(\+PTX)?")
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
@@ -302,6 +305,20 @@ def package_name_problem(value: str) -> str | None:
 def package_version_problem(value: str) -> str | None:
     """A distribution's version as its metadata gives it (2.13.0+cpu, 1.0rc1): no space, no control character."""
     return None if PACKAGE_VERSION.fullmatch(value) else f"{visible(value)[:80]!r} is not a package version"
+
+
+def locked_wheel_problem(line: object) -> str | None:
+    """A line of the wheel lock, as torchimages.wheellock writes it (its file a wheel's name)."""
+    match = LOCKED_WHEEL.fullmatch(line) if isinstance(line, str) else None
+    if match and not wheel_name_problem(match["file"]):
+        return None
+    return f"{visible(str(line))[:120]!r} is not a locked wheel (NAME==VERSION --hash=sha256:HEX  # FILE from URL)"
+
+
+def locked_wheels_problem(lines: object) -> str | None:
+    if not isinstance(lines, list):
+        return "must be a list of locked wheels"
+    return next((why for line in lines if (why := locked_wheel_problem(line))), None)
 
 
 def wheel_name_problem(value: str) -> str | None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
+from pathlib import Path
 
 import docker
 import pytest
 
-from ..conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, run_in
+from torchimages import wheellock
+
+from ..conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, build_py, run_in
 from ..layers import SECRETS, Scan, assert_layered_by_change, scan_images
 
 pytestmark = [pytest.mark.lane("main")]
@@ -30,6 +34,26 @@ def test_report_records_every_image(cpu_build: EntryBuild) -> None:
         if variant != "base":
             assert 0 < record["adds_bytes"] < record["size_bytes"]
     assert "report:" in cpu_build.result.stdout
+
+
+def test_each_image_records_the_wheels_pip_installed_by_their_files_sha256(cpu_build: EntryBuild,
+                                                                          wheelhouse: Path) -> None:
+    """The wheel lock (torchimages/wheellock.py): each image keeps its pip steps' reports, the report holds the lock;
+    each locked file is the wheelhouse's, by sha256, and the lock checks out against the wheelhouse alone."""
+    locks = {variant: [wheellock.parse_line(line) for line in cpu_build.record(variant)["wheels"]]
+             for variant in ("base", "jupyter", "ssh")}
+    torch = next(wheel for wheel in locks["base"] if wheel.name == "torch")
+    assert torch.version.split("+")[0] == cpu_build.spec.torch and torch.url.startswith("file:///tmp/build-config/")
+    for wheel in locks["jupyter"]:
+        assert wheel.sha256 == hashlib.sha256((wheelhouse / wheel.file).read_bytes()).hexdigest(), wheel
+    assert set(locks["base"]) == set(locks["ssh"]) < set(locks["jupyter"])  # a variant adds to its base's lock
+    assert {w.name for w in set(locks["jupyter"]) - set(locks["base"])} >= {"jupyterlab", "notebook", "ipykernel"}
+    lock = cpu_build.report_path.parent / "jupyter.lock.txt"
+    written = build_py("wheels", "lock", "--image", cpu_build.tags["jupyter"], "--out", str(lock), env=cpu_build.env)
+    assert written.returncode == 0 and lock.read_text().splitlines() == cpu_build.record("jupyter")["wheels"], written
+    checked = build_py("wheels", "check", str(lock), "--wheelhouse", str(wheelhouse), "--offline", env=cpu_build.env)
+    assert checked.returncode == 0, checked.stderr
+    assert f"{len(locks['jupyter'])} of {len(locks['jupyter'])} locked wheels served" in checked.stdout
 
 
 def test_variants_share_every_base_layer(api: docker.APIClient, cpu_build: EntryBuild) -> None:

@@ -104,6 +104,11 @@ def test_both_backends_make_the_same_image(api: docker.APIClient, builds: tuple[
     assert abs(buildkit["Size"] - classic["Size"]) < 0.01 * classic["Size"], (buildkit["Size"], classic["Size"])
     constraints = [run_in(api, b.tags[variant], ["cat", "/etc/pip/torchimages-constraints.txt"])[1] for b in builds]
     assert constraints[0] == constraints[1] and "torch==" in constraints[0]
+    # The same wheels, by file and sha256 (the wheel lock: torchimages/wheellock.py)
+    classic_lock, buildkit_lock = (b.record(variant)["wheels"] for b in builds)
+    assert classic_lock == buildkit_lock, buildkit_lock
+    if builds[0].spec.flavor != "ngc":  # an NGC base's torch is the base's, not pip's
+        assert any(line.startswith("torch==") for line in classic_lock), classic_lock
 
 
 @pytest.fixture(scope="module")
