@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The release manifest of each release travels as an asset of its GitHub release (RELEASE-manifest.tar.gz: the
-# manifest JSON and Markdown, its SBOM folder and the diff against the release before), so the next release can
+# manifest JSON and Markdown, its SBOM folder, its wheel locks and the diff against the release before), so the next release can
 # reuse unchanged images (--cache-from previous), hold its sizes to the budget (--previous) and print its diff.
 #
 #   release-assets.sh previous RELEASE DIR   the latest published release other than RELEASE: its manifest into DIR;
@@ -69,7 +69,7 @@ previous() {
 }
 
 # A downloaded tarball is input: only plain files and folders, named as publish names them (TAG.json, TAG.md,
-# TAG-diff.md, TAG.sbom/IMAGE.spdx.json), are extracted; a link, a device, an absolute path or '..' refuses it all.
+# TAG-diff.md, TAG.sbom/IMAGE.spdx.json, TAG.wheels/IMAGE.txt), are extracted; a link, a device, an absolute path or '..' refuses it all.
 check_members() {
     local tarball=$1 tag=$2 line name
     while IFS= read -r line; do  # tar -tv: the first character is the member's type (- file, d folder, l link, ...)
@@ -80,9 +80,12 @@ check_members() {
     done < <(tar -tvzf "${tarball}")
     while IFS= read -r name; do
         case "${name}" in
-            "${tag}.json"|"${tag}.md"|"${tag}-diff.md"|"${tag}.sbom"|"${tag}.sbom/") ;;
+            "${tag}.json"|"${tag}.md"|"${tag}-diff.md"|"${tag}.sbom"|"${tag}.sbom/"|"${tag}.wheels"|"${tag}.wheels/") ;;
             "${tag}.sbom/"*.spdx.json)
                 [[ "${name}" != *..* && "${name#"${tag}.sbom/"}" != */* ]] || {
+                    echo "release-assets: FAILED: ${tarball}: member ${name@Q} leaves its folder" >&2; exit 1; } ;;
+            "${tag}.wheels/"*.txt)
+                [[ "${name}" != *..* && "${name#"${tag}.wheels/"}" != */* ]] || {
                     echo "release-assets: FAILED: ${tarball}: member ${name@Q} leaves its folder" >&2; exit 1; } ;;
             *) echo "release-assets: FAILED: ${tarball}: unexpected member ${name@Q}" >&2; exit 1 ;;
         esac
@@ -102,6 +105,7 @@ publish() {
     files=("${release}.json" "${release}-diff.md")
     [ -f "releases/${release}.md" ] && files+=("${release}.md")
     [ -d "releases/${release}.sbom" ] && files+=("${release}.sbom")
+    [ -d "releases/${release}.wheels" ] && files+=("${release}.wheels")
     tar -czf "releases/${release}-manifest.tar.gz" -C releases "${files[@]}"
     if ! gh release view "${release}" > /dev/null 2>&1; then
         gh release create "${release}" --verify-tag --title "${release}" --notes-file "${notes}"

@@ -360,6 +360,19 @@ def wheels_lock(out_path: Path | None, image: str | None, reports: tuple[Path, .
     err.print(f"{out_path}: {len(wheels)} wheels locked")
 
 
+def locks_in(path: Path) -> list[list]:
+    """The locks a file holds: a lock (text), or a release or candidates' manifest (.json: each image's lock asset)."""
+    from . import manifest, wheellock
+
+    if path.suffix != ".json":
+        return [wheellock.read_lock(path)]
+    made = manifest.read(path)
+    locks = [[wheellock.parse_line(line) for line in item.wheels] for item in made.images if item.wheels]
+    if not locks:
+        raise UserError(f"{path}: no image of this manifest records a wheel lock (released before locks were kept?)")
+    return locks
+
+
 def image_wheels(image: str) -> list:
     from . import wheellock
     from .engine import Engine
@@ -372,7 +385,8 @@ def image_wheels(image: str) -> list:
 
 
 @wheels_group.command(name="check")
-@click.argument("locks", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("locks", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False),
+                metavar="LOCK_OR_MANIFEST...")
 @click.option("--wheelhouse", "wheelhouses", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
               envvar="TORCHIMAGES_WHEELHOUSE", help="A folder of wheels, looked in first (repeatable).")
 @click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="Look in the wheelhouses only.")
@@ -392,7 +406,7 @@ def wheels_check(locks: tuple[Path, ...], wheelhouses: tuple[Path, ...], offline
             raise UserError(why)
     if offline and not wheelhouses:
         raise UserError("--offline looks in the wheelhouses only: give at least one --wheelhouse")
-    wheels = wheellock.merged([wheellock.read_lock(path) for path in locks])
+    wheels = wheellock.merged([lock for path in locks for lock in locks_in(path)])
     sources: list[wheellock.Source] = [wheellock.Wheelhouse(folder) for folder in wheelhouses]
     if not offline:
         sources += wheellock.default_indexes(wheels, pip_index_url, torch_index_url, http_fetch(timeout=60))

@@ -30,6 +30,7 @@ from .input.grammar import (
     digest_problem,
     image_name_problem,
     image_platform_problem,
+    locked_wheels_problem,
     package_kind_problem,
     pattern,
     platform_problem,
@@ -46,8 +47,10 @@ from .input.grammar import (
 )
 from .input.specs import Release, image_tag
 
+MAX_LOCK = 4 << 20  # a wheel lock of a CUDA image is some kB
+
 IMAGE_FIELDS = ("image", "variant", "tag", "release_tag", "reference", "digest", "size_bytes", "layers", "versions",
-                "content_digest", "smoke", "sbom", "platform", "runs_on", "signature")
+                "content_digest", "smoke", "sbom", "platform", "runs_on", "signature", "wheels")
 TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images", "indexes", "signed_by")
 INDEX_FIELDS = ("name", "release_tag", "reference", "digest", "platforms", "signature")
 SIGNED_BY_FIELDS = ("fingerprint", "public_key")
@@ -97,6 +100,7 @@ class ManifestImage:
     platform: str = DEFAULT_PLATFORM
     runs_on: dict[str, str] | None = None  # what a host needs (specs.ImageSpec.runs_on); None in older manifests
     signature: str | None = None  # the digest of its signature manifest (sha256-HEX.sig), when it was signed
+    wheels: tuple[str, ...] | None = None  # its wheel lock (torchimages.wheellock), a line a wheel: MANIFEST.wheels/IMAGE.txt
 
     @property
     def name(self) -> str:
@@ -155,8 +159,9 @@ class ReleaseManifest:
         """The release's manifest once every candidate tag is a release tag: the same images and digests."""
         return replace(self, candidate=None, promoted_from=self.candidate)
 
-    def to_json(self, sbom_paths: dict[str, str]) -> dict[str, object]:
-        """The file's content; `sbom_paths`: image -> its SBOM's path relative to the manifest."""
+    def to_json(self, sbom_paths: dict[str, str], wheels_paths: dict[str, str] | None = None) -> dict[str, object]:
+        """The file's content; `sbom_paths`, `wheels_paths`: image -> its SBOM's, its wheel lock's path relative to the
+        manifest."""
         images = []
         for item in self.images:
             entry: dict[str, object] = {
@@ -171,6 +176,9 @@ class ReleaseManifest:
             if item.sbom:
                 entry["sbom"] = {"path": sbom_paths[item.image], "sha256": item.sbom.sha256,
                                  "packages": item.sbom.packages}
+            if item.wheels is not None and wheels_paths:
+                entry["wheels"] = {"path": wheels_paths[item.image], "count": len(item.wheels),
+                                   "sha256": hashlib.sha256(lock_bytes(item.wheels)).hexdigest()}
             images.append(entry)
         data: dict[str, object] = {"release": self.release, "candidate": self.candidate, "repository": self.repository,
                                    "images": images}
@@ -294,7 +302,7 @@ def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> Manif
         smoke=SmokeCounts(*(smoke.required_count(key) for key in SMOKE_FIELDS)),
         size_bytes=fields.count("size_bytes", optional=True), layers=fields.count("layers", optional=True),
         content_digest=fields.text("content_digest", digest_problem, optional=True),
-        sbom=read_sbom(fields, folder), platform=platform,
+        sbom=read_sbom(fields, folder), wheels=read_wheels(fields, folder), platform=platform,
         runs_on=fields.table("runs_on", runs_on_key_problem, runs_on_value_problem) or None,  # type: ignore[arg-type]
         signature=fields.text("signature", digest_problem, optional=True))
 
@@ -311,6 +319,40 @@ def read_sbom(fields: Fields, folder: Path) -> SbomFile | None:
                     packages=sbom.table("packages", package_kind_problem, count_problem))  # type: ignore[arg-type]
 
 
+def read_wheels(fields: Fields, folder: Path) -> tuple[str, ...] | None:
+    """An image's wheel lock, the file beside the manifest its entry names: its bytes must hash to the entry's sha256,
+    and every line be a locked wheel."""
+    wheels = fields.sub("wheels", ("path", "count", "sha256"), optional=True)
+    if wheels is None:
+        return None
+    relative = wheels.required_text("path", relative_path_problem)
+    file = contained(folder, relative)
+    if file is None:
+        wheels.refuse("path", f"{visible(relative)!r} leads out of {folder} (a link); a lock stays beside its manifest")
+    sha = wheels.required_text("sha256", sha256_problem)
+    try:
+        content = file.read_bytes() if file.is_file() and file.stat().st_size <= MAX_LOCK else None
+    except OSError:
+        content = None
+    if content is None or hashlib.sha256(content).hexdigest() != sha:
+        wheels.refuse("path", f"{relative} is missing, too big or not the file whose sha256 the manifest records")
+    lines = tuple(content.decode("utf-8", "replace").splitlines())
+    if why := locked_wheels_problem(list(lines)):
+        wheels.refuse("path", f"{relative}: {why}")
+    if len(lines) != wheels.required_count("count"):
+        wheels.refuse("count", f"is not the {len(lines)} wheels {relative} locks")
+    return lines
+
+
+def lock_bytes(lines: tuple[str, ...]) -> bytes:
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def wheels_target(manifest_path: Path, image: str) -> str:
+    """Where an image's wheel lock goes, relative to the manifest: MANIFEST.wheels/IMAGE.txt."""
+    return f"{manifest_path.stem}.wheels/{image}.txt"
+
+
 def sbom_target(manifest_path: Path, image: str) -> str:
     """Where an image's SBOM goes, relative to the manifest: MANIFEST.sbom/IMAGE.spdx.json."""
     return f"{sbom_folder_name(manifest_path)}/{image}.spdx.json"
@@ -324,6 +366,7 @@ def check_writable(path: Path, option: str = "--manifest") -> None:
         if why := output_file_problem(written):
             raise UserError(f"{option} {visible(str(path))}: {visible(str(written))} beside it {why}")
     beside(path, sbom_folder_name(path), option)
+    beside(path, f"{path.stem}.wheels", option)
 
 
 def written_paths(path: Path) -> tuple[Path, Path, Path]:
@@ -353,7 +396,14 @@ def write(manifest: ReleaseManifest, path: Path, option: str = "--manifest") -> 
             target.unlink()  # a link left there is replaced, never written through
         if not (target.is_file() and target.read_bytes() == content):
             atomic_write(target, content)
-    atomic_write(path, json.dumps(manifest.to_json(paths), indent=2) + "\n")
+    locks = {item.image: wheels_target(path, item.image) for item in manifest.images if item.wheels is not None}
+    for item in manifest.images:
+        if item.wheels is not None:
+            target = path.parent / locks[item.image]
+            if target.is_symlink():
+                target.unlink()
+            atomic_write(target, lock_bytes(item.wheels))
+    atomic_write(path, json.dumps(manifest.to_json(paths, locks), indent=2) + "\n")
     atomic_write(hosts_path(path), json.dumps(host_index(manifest), indent=2) + "\n")
     markdown = path.with_suffix(".md")
     atomic_write(markdown, markdown_table(manifest))

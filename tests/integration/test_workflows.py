@@ -258,7 +258,7 @@ def test_the_first_release_has_no_previous_one_and_attaches_its_manifest(release
     assert len(notes) == 2 and all(f"no published release yet: {RELEASE} is built" in n for n in notes), notes
     with tarfile.open(github_releases / RELEASE / f"{RELEASE}-manifest.tar.gz") as tar:
         names = tar.getnames()
-    assert {f"{RELEASE}.json", f"{RELEASE}.md", f"{RELEASE}-diff.md", f"{RELEASE}.sbom"} <= set(names), names
+    assert {f"{RELEASE}.json", f"{RELEASE}.md", f"{RELEASE}-diff.md", f"{RELEASE}.sbom", f"{RELEASE}.wheels"} <= set(names), names
     assert sum(name.endswith(".spdx.json") for name in names) == 3, names
     assert "nothing to compare with" in (github_releases / RELEASE / f"{RELEASE}-diff.md").read_text()
     hosts = json.loads((github_releases / RELEASE / f"{RELEASE}-hosts.json").read_text())  # an asset of its own

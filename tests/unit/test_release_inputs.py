@@ -432,3 +432,42 @@ def test_a_written_manifest_has_its_host_index_beside_it(tmp_path: Path) -> None
     assert (arm64["gpu_archs"], arm64["min_driver"], arm64["min_driver_minor_compat"]) == \
         ("8.0 8.6 9.0 10.0 11.0 12.0", "580.95.05", "580")
     assert tags[f"{REPOSITORY}:v2.7-{CU130}"]["linux/amd64"]["gpu_archs"] == "7.5 8.0 8.6 9.0 10.0 12.0"
+
+
+LOCK_LINE = ("torch==2.13.0+cpu --hash=sha256:" + "ab" * 32 + "  # torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl "
+             "from file:///tmp/build-config/wheelhouse/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+
+
+def with_lock(tmp_path: Path, text: bytes = (LOCK_LINE + "\n").encode(), **entry: object) -> Path:
+    """The candidates' manifest with the base image's wheel lock beside it (c.wheels/IMAGE.txt)."""
+    data = candidates(tmp_path)
+    (tmp_path / "c.wheels").mkdir(exist_ok=True)
+    (tmp_path / "c.wheels" / f"{CPU}.txt").write_bytes(text)
+    first(data)["wheels"] = {"path": f"c.wheels/{CPU}.txt", "count": 1, "sha256": hashlib.sha256(text).hexdigest(),
+                             **entry}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_wheel_lock_travels_with_the_manifest_and_is_written_beside_the_release(tmp_path: Path) -> None:
+    read = manifest.read(with_lock(tmp_path))
+    assert read.by_name()[CPU].wheels == (LOCK_LINE,) and read.by_name()[IMAGES[1]].wheels is None
+    written, _ = manifest.write(read.promoted(), tmp_path / "out" / "v2.7.json")
+    assert (tmp_path / "out" / "v2.7.wheels" / f"{CPU}.txt").read_text() == LOCK_LINE + "\n"
+    assert manifest.read(written).by_name()[CPU].wheels == (LOCK_LINE,)
+    result = build_py("wheels", "check", str(written), "--wheelhouse", str(tmp_path), "--offline")
+    assert result.returncode == 1 and f"sha256:{'ab' * 32}) is served by no source: wheelhouse" in result.stderr
+
+
+@pytest.mark.parametrize(("text", "entry", "words"), [
+    ((LOCK_LINE + "\n").encode(), {"sha256": "0" * 64}, "not the file whose sha256 the manifest records"),
+    (b"torch==2.13.0\n", {}, "is not a locked wheel"),
+    ((LOCK_LINE + "\n").encode(), {"count": 2}, "field 'count': is not the 1 wheels"),
+    ((LOCK_LINE + "\n").encode(), {"path": "../x.txt"}, "field 'path'"),
+])
+def test_a_wheel_lock_asset_that_is_not_what_the_manifest_records_is_refused(tmp_path: Path, text: bytes,
+                                                                              entry: dict, words: str) -> None:
+    with pytest.raises(UserError) as caught:
+        manifest.read(with_lock(tmp_path, text, **entry))
+    assert words in str(caught.value) and "\n" not in str(caught.value), str(caught.value)

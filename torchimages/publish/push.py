@@ -269,4 +269,5 @@ def manifest_image(record: ImageRecord, report: Report, made: ReleaseManifest) -
     return ManifestImage(image=record.image, variant=record.variant, digest=record.push.digest,
                          versions=record.versions, size_bytes=record.size_bytes, layers=record.layers,
                          content_digest=record.content_digest, sbom=sbom, platform=record.platform, runs_on=record.runs_on,
+                         wheels=tuple(record.wheels) if record.wheels is not None else None,
                          smoke=SmokeCounts(smoke.passed, smoke.failed, smoke.skipped, smoke.skipped_no_gpu))

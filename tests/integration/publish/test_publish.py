@@ -46,9 +46,11 @@ def push(registry: Registry, report: Path, manifest: Path, *extra: str, password
 
 
 def same_release(one: dict, other: dict) -> bool:
-    """Two manifests of the same images: equal but for where each keeps its SBOM copies (MANIFEST.sbom/)."""
+    """Two manifests of the same images: equal but for where each keeps its SBOM copies and wheel locks
+    (MANIFEST.sbom/, MANIFEST.wheels/)."""
     def without_sbom_paths(manifest: dict) -> dict:
-        return {**manifest, "images": [{**i, "sbom": {k: v for k, v in i["sbom"].items() if k != "path"}}
+        return {**manifest, "images": [{**i, **{key: {k: v for k, v in i[key].items() if k != "path"}
+                                                for key in ("sbom", "wheels") if key in i}}
                                        for i in manifest["images"]]}
     return without_sbom_paths(one) == without_sbom_paths(other)
 
@@ -266,6 +268,21 @@ def test_each_pushed_image_has_an_sbom_of_its_debian_and_python_packages(pushed:
             assert table["pypi"]["jupyterlab"] == SETTINGS.jupyterlab
         if image["variant"] == "ssh":
             assert "openssh-server" in table["deb"]
+
+
+def test_each_pushed_image_has_its_wheel_lock_beside_the_manifest(pushed: dict, wheelhouse: Path) -> None:
+    """The lock the build recorded travels into the manifest as an asset (MANIFEST.wheels/IMAGE.txt, by sha256), and
+    the release's locks check out against the wheelhouse it was built from."""
+    records = {r.image: r for r in Report.load(pushed["report"]).images}
+    for image in pushed["manifest"]["images"]:
+        entry = image["wheels"]
+        path = pushed["folder"] / entry["path"]
+        assert entry["path"] == f"release.wheels/{image['image']}.txt"
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"]
+        assert path.read_text().splitlines() == records[image["image"]].wheels and entry["count"] > 10
+    checked = build_py("wheels", "check", str(pushed["folder"] / "release.json"), "--wheelhouse", str(wheelhouse),
+                       "--offline")
+    assert checked.returncode == 0 and "100 of 100 locked wheels served" in checked.stdout, checked.stderr
 
 
 def test_a_failed_sbom_scan_says_why(api: docker.APIClient, tmp_path: Path) -> None:

@@ -70,10 +70,12 @@ def test_a_release_without_the_asset_is_a_note_and_a_good_asset_is_used(tmp_path
     missing = run(tmp_path)
     assert missing.returncode == 0 and "has no v2.6-manifest.tar.gz" in missing.stdout, missing.stderr
     (tmp_path / "gh" / "v2.6").rmdir()
-    publish(tmp_path, [("v2.6.json", MANIFEST), ("v2.6.sbom/x.spdx.json", b"{}"), ("v2.6-diff.md", b"# v2.6\n")])
+    publish(tmp_path, [("v2.6.json", MANIFEST), ("v2.6.sbom/x.spdx.json", b"{}"), ("v2.6-diff.md", b"# v2.6\n"),
+                       ("v2.6.wheels/x.txt", b"a==1 --hash=sha256:0\n")])
     used = run(tmp_path)
     assert used.returncode == 0, used.stderr
     assert (tmp_path / "out" / "previous" / "v2.6.json").read_bytes() == MANIFEST
+    assert (tmp_path / "out" / "previous" / "v2.6.wheels" / "x.txt").is_file()  # the wheel locks travel with it
     assert (tmp_path / "github.env").read_text() == ("TORCHIMAGES_PREVIOUS=out/previous/v2.6.json\n"
                                                      "TORCHIMAGES_CACHE_FROM=previous\n")
 
@@ -84,6 +86,8 @@ def test_a_release_without_the_asset_is_a_note_and_a_good_asset_is_used(tmp_path
     ([("v2.6.json", MANIFEST), ("../escape.json", b"x")], "unexpected member"),
     ([("v2.6.json", MANIFEST), ("/tmp/abs.json", b"x")], "unexpected member"),
     ([("v2.6.json", MANIFEST), ("v2.6.sbom/../../x.spdx.json", b"x")], "leaves its folder"),
+    ([("v2.6.json", MANIFEST), ("v2.6.wheels/../../x.txt", b"x")], "leaves its folder"),
+    ([("v2.6.json", MANIFEST), link("v2.6.wheels/x.txt", "/etc/passwd")], "not a file or folder"),
     ([("v2.6.json", MANIFEST), (".bashrc", b"x")], "unexpected member"),
 ])
 def test_a_hostile_asset_is_refused_before_anything_is_extracted(tmp_path: Path, members: list, words: str) -> None:
