@@ -360,6 +360,51 @@ def wheels_lock(out_path: Path | None, image: str | None, reports: tuple[Path, .
     err.print(f"{out_path}: {len(wheels)} wheels locked")
 
 
+@wheels_group.command(name="fetch")
+@click.argument("locks", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False),
+                metavar="LOCK_OR_MANIFEST...")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), callback=output_folder,
+              help="The wheelhouse to fill (made if missing; a file already there with the locked sha256 is kept).")
+@click.option("--wheelhouse", "wheelhouses", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
+              envvar="TORCHIMAGES_WHEELHOUSE", help="A folder of wheels, looked in first (repeatable).")
+@click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="Copy from the wheelhouses only.")
+@click.option("--pip-index-url", envvar="TORCHIMAGES_PIP_INDEX_URL", help="Package index (a mirror) [default: PyPI].")
+@click.option("--torch-index-url", envvar="TORCHIMAGES_TORCH_INDEX_URL",
+              help="The torch wheel index [default: the PyTorch index each locked torch wheel came from].")
+def wheels_fetch(*, locks: tuple[Path, ...], out_dir: Path, wheelhouses: tuple[Path, ...], offline: bool,
+                 pip_index_url: str | None, torch_index_url: str | None) -> None:
+    """Fill a wheelhouse with exactly the locked wheels, each checked by its sha256, so a release's wheels can be
+    archived and a later build run offline from them (--wheelhouse DIR --offline). Exit 1 naming each not fetched."""
+    from . import wheellock
+
+    wheels = wheellock.merged([lock for path in locks for lock in locks_in(path)])
+    sources = wheel_sources(wheels, wheelhouses, offline, pip_index_url, torch_index_url)
+    present, missing = wheellock.fill(wheels, sources, out_dir)
+    for line in missing:
+        err.print(line, markup=False, highlight=False, soft_wrap=True)
+    out.print(f"{out_dir}: {present} of {len(wheels)} locked wheels, each checked by its sha256", markup=False,
+              highlight=False, soft_wrap=True)
+    sys.exit(1 if missing else 0)
+
+
+def wheel_sources(wheels: list, wheelhouses: tuple[Path, ...], offline: bool, pip_index_url: str | None,
+                  torch_index_url: str | None) -> list:
+    """Where `wheels check` and `wheels fetch` look: the wheelhouses, then (unless offline) the indexes."""
+    from . import wheellock
+    from .input.grammar import url_problem
+    from .input.indexes import http_fetch
+
+    for option, value in (("--pip-index-url", pip_index_url), ("--torch-index-url", torch_index_url)):
+        if value and (why := url_problem(value, option)):
+            raise UserError(why)
+    if offline and not wheelhouses:
+        raise UserError("--offline looks in the wheelhouses only: give at least one --wheelhouse")
+    sources: list[wheellock.Source] = [wheellock.Wheelhouse(folder) for folder in wheelhouses]
+    if not offline:
+        sources += wheellock.default_indexes(wheels, pip_index_url, torch_index_url, http_fetch(timeout=60))
+    return sources
+
+
 def locks_in(path: Path) -> list[list]:
     """The locks a file holds: a lock (text), or a release or candidates' manifest (.json: each image's lock asset)."""
     from . import manifest, wheellock
@@ -398,18 +443,9 @@ def wheels_check(locks: tuple[Path, ...], wheelhouses: tuple[Path, ...], offline
     """Is every locked wheel still served, with its sha256, by a wheelhouse or an index? Exit 1 naming each that is
     not (a rebuild from the lock would fail there), before anything is built."""
     from . import wheellock
-    from .input.grammar import url_problem
-    from .input.indexes import http_fetch
 
-    for option, value in (("--pip-index-url", pip_index_url), ("--torch-index-url", torch_index_url)):
-        if value and (why := url_problem(value, option)):
-            raise UserError(why)
-    if offline and not wheelhouses:
-        raise UserError("--offline looks in the wheelhouses only: give at least one --wheelhouse")
     wheels = wheellock.merged([lock for path in locks for lock in locks_in(path)])
-    sources: list[wheellock.Source] = [wheellock.Wheelhouse(folder) for folder in wheelhouses]
-    if not offline:
-        sources += wheellock.default_indexes(wheels, pip_index_url, torch_index_url, http_fetch(timeout=60))
+    sources = wheel_sources(wheels, wheelhouses, offline, pip_index_url, torch_index_url)
     missing = wheellock.unserved(wheels, sources)
     for line in missing:
         err.print(line, markup=False, highlight=False, soft_wrap=True)

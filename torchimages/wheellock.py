@@ -182,11 +182,15 @@ class Wheelhouse:
 
     def answer(self, wheel: LockedWheel) -> str | None:
         """None when the folder holds the file with the locked sha256; else why not."""
+        return self.locate(wheel)[1]
+
+    def locate(self, wheel: LockedWheel) -> tuple[str | None, str | None]:
+        """(the file's URL, None) when the folder holds it with the locked sha256; else (None, why not)."""
         path = self.folder / wheel.file
         if not path.is_file():
-            return "no such file"
+            return None, "no such file"
         found = file_sha256(path)
-        return None if found == wheel.sha256 else f"its file has sha256:{found}"
+        return (path.resolve().as_uri(), None) if found == wheel.sha256 else (None, f"its file has sha256:{found}")
 
 
 @dataclass(frozen=True)
@@ -198,17 +202,29 @@ class Index:
         return f"index {visible(self.url)}"
 
     def answer(self, wheel: LockedWheel) -> str | None:
+        return self.locate(wheel)[1]
+
+    def locate(self, wheel: LockedWheel) -> tuple[str | None, str | None]:
+        """(the file's URL, None) when the index lists the file with the locked sha256; else (None, why not)."""
         page = urllib.parse.urljoin(self.url.rstrip("/") + "/", canonical(wheel.name) + "/")
         try:
             body = self.fetch(page, JSON_ACCEPT)
         except (OSError, ValueError) as exc:  # requests' errors are OSErrors; a refused page a ValueError
-            return f"not read ({unreachable(exc)})"
+            return None, f"not read ({unreachable(exc)})"
         if body is None:
-            return f"no page {visible(page)}"
-        listed = listed_hashes(body, page)
+            return None, f"no page {visible(page)}"
+        try:
+            listed = listed_files(body, page)
+        except ValueError as exc:
+            return None, visible(str(exc))[:200]
         if wheel.file not in listed:
-            return "the file is not listed"
-        return None if listed[wheel.file] == wheel.sha256 else f"lists it with sha256:{listed[wheel.file] or 'none'}"
+            return None, "the file is not listed"
+        sha, url = listed[wheel.file]
+        if sha != wheel.sha256:
+            return None, f"lists it with sha256:{sha or 'none'}"
+        if not url.startswith(("https://", "http://")):  # an index names files on the web, never on this machine
+            return None, f"lists it at {visible(url)[:120]!r}, not an http(s) URL"
+        return url, None
 
 
 Source = Wheelhouse | Index
@@ -236,38 +252,41 @@ def file_sha256(path: Path) -> str:
 
 def listed_hashes(body: bytes, page: str) -> dict[str, str]:
     """File name -> sha256 ('' when none is listed) of an index page: PEP 691 JSON, else PEP 503 HTML."""
+    return {name: sha for name, (sha, _) in listed_files(body, page).items()}
+
+
+def listed_files(body: bytes, page: str) -> dict[str, tuple[str, str]]:
+    """File name -> (sha256 or '', the file's URL) of an index page: PEP 691 JSON, else PEP 503 HTML."""
     try:
         data = json.loads(body)
     except ValueError:
-        return html_hashes(body.decode("utf-8", "replace"))
+        parser = _Anchors(page)
+        parser.feed(body.decode("utf-8", "replace"))
+        return parser.found
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise ValueError(f"{page}: a JSON page without a list of files is not an index page (PEP 691)")
     found = {}
     for item in data["files"]:
-        if isinstance(item, dict) and isinstance(item.get("filename"), str):
+        if isinstance(item, dict) and isinstance(item.get("filename"), str) and isinstance(item.get("url"), str):
             hashes = item.get("hashes") if isinstance(item.get("hashes"), dict) else {}
             sha = hashes.get("sha256")
-            found[item["filename"]] = sha if isinstance(sha, str) else ""
+            found[item["filename"]] = (sha if isinstance(sha, str) else "", urllib.parse.urljoin(page, item["url"]))
     return found
 
 
 class _Anchors(html.parser.HTMLParser):
-    def __init__(self) -> None:
+    def __init__(self, page: str) -> None:
         super().__init__()
-        self.found: dict[str, str] = {}
+        self.page = page
+        self.found: dict[str, tuple[str, str]] = {}
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         href = dict(attrs).get("href") if tag == "a" else None
         if href:
             path, _, fragment = href.partition("#")
             name = urllib.parse.unquote(urllib.parse.urlsplit(path).path.rsplit("/", 1)[-1])
-            self.found[name] = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else ""
-
-
-def html_hashes(text: str) -> dict[str, str]:
-    parser = _Anchors()
-    parser.feed(text)
-    return parser.found
+            sha = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else ""
+            self.found[name] = (sha, urllib.parse.urljoin(self.page, path))
 
 
 def default_indexes(wheels: Iterable[LockedWheel], pip_index: str | None, torch_index: str | None,
@@ -296,3 +315,69 @@ def unserved(wheels: Iterable[LockedWheel], sources: list[Source]) -> list[str]:
             looked = "; ".join(answers) if answers else "no wheelhouse or index to look in"
             lines.append(f"{wheel.pin} ({wheel.file}, sha256:{wheel.sha256}) is served by no source: {looked}")
     return lines
+
+
+# ---- a wheelhouse filled from a lock
+
+MAX_WHEEL = 8 << 30  # torch's CUDA wheels are about 1 GB; the largest CUDA library wheel under 1 GB too
+
+
+def fill(wheels: Iterable[LockedWheel], sources: list[Source], folder: Path) -> tuple[int, list[str]]:
+    """Copy or download each locked wheel into `folder` (a wheelhouse a build's --wheelhouse reads) from the first
+    source that serves it with its sha256; a file already there with that sha256 is kept. Each file is written
+    under a temporary name and kept only when its bytes hash to the lock's sha256. The count of wheels now in the
+    folder, and a line for each that is not, naming where it was looked for."""
+    folder.mkdir(parents=True, exist_ok=True)
+    present, missing = 0, []
+    for wheel in wheels:
+        target = folder / wheel.file
+        if target.is_file() and not target.is_symlink() and file_sha256(target) == wheel.sha256:
+            present += 1
+            continue
+        answers = []
+        for source in sources:
+            url, why = source.locate(wheel)
+            if url is not None:
+                why = copied(url, target, wheel.sha256)
+            if why is None:
+                present += 1
+                break
+            answers.append(f"{source}: {why}")
+        else:
+            looked = "; ".join(answers) if answers else "no wheelhouse or index to look in"
+            missing.append(f"{wheel.pin} ({wheel.file}, sha256:{wheel.sha256}) was not fetched: {looked}")
+    return present, missing
+
+
+def copied(url: str, target: Path, sha256: str) -> str | None:
+    """Write the file at `url` (file:// or http(s)://) to `target` if its bytes hash to `sha256`; else why not."""
+    partial = target.with_name(f".{target.name}.partial")
+    digest = hashlib.sha256()
+    try:
+        with partial.open("wb") as out:
+            for chunk in stream(url):
+                digest.update(chunk)
+                out.write(chunk)
+                if out.tell() > MAX_WHEEL:
+                    return f"{visible(url)[:120]} is over {MAX_WHEEL >> 30} GB: not a wheel"
+        if digest.hexdigest() != sha256:
+            return f"{visible(url)[:120]} sent bytes with sha256:{digest.hexdigest()}"
+        partial.replace(target)
+        return None
+    except (OSError, ValueError) as exc:
+        return f"{visible(url)[:120]} not read ({unreachable(exc)})"
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def stream(url: str) -> Iterable[bytes]:
+    if url.startswith("file://"):
+        with Path(urllib.parse.unquote(urllib.parse.urlsplit(url).path)).open("rb") as local:
+            while chunk := local.read(1 << 20):
+                yield chunk
+        return
+    import requests  # here: only `wheels fetch` downloads
+
+    with requests.get(url, stream=True, timeout=60) as response:
+        response.raise_for_status()
+        yield from response.iter_content(1 << 20)

@@ -106,23 +106,31 @@ def test_a_wheel_replaced_by_another_file_of_the_same_name_is_not_served(lock: P
 
 
 class IndexPages(AnsweringHandler):
-    """A package index on loopback: /simple/NAME/ as PEP 503 HTML, each file with the sha256 `listed` gives it."""
+    """A package index on loopback: /simple/NAME/ as PEP 503 HTML, each file with the sha256 `listed` gives it, and
+    the files themselves under /files/ (`served`: what it sends for each)."""
 
     listed: ClassVar[dict[str, tuple[str, str]]] = {}  # canonical name -> (file, sha256)
+    served: ClassVar[dict[str, bytes]] = {}  # file -> bytes
+    href: ClassVar[str] = "../../files/{file}"
 
     def do_GET(self) -> None:
+        if self.path.startswith("/files/") and self.path.removeprefix("/files/") in self.served:
+            self.answer(200, self.served[self.path.removeprefix("/files/")], {})
+            return
         name = self.path.strip("/").split("/")[-1]
         if name not in self.listed:
             self.answer(404, b"not found", {})
             return
         file, sha = self.listed[name]
-        page = f'<html><body><a href="../../files/{file}#sha256={sha}">{file}</a></body></html>'
+        page = f'<html><body><a href="{self.href.format(file=file)}#sha256={sha}">{file}</a></body></html>'
         self.answer(200, page.encode(), {"Content-Type": "text/html"})
 
 
 @pytest.fixture
-def index(lock: Path) -> Iterator[str]:
+def index(lock: Path, wheelhouse: Path) -> Iterator[str]:
     IndexPages.listed = {wheellock.canonical(w.name): (w.file, w.sha256) for w in wheellock.read_lock(lock)}
+    IndexPages.served = {w.file: (wheelhouse / w.file).read_bytes() for w in wheellock.read_lock(lock)}
+    IndexPages.href = "../../files/{file}"
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), IndexPages)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}/simple/"
@@ -145,8 +153,11 @@ def test_check_reads_an_index_page_and_the_hash_it_lists(lock: Path, index: str)
 
 def test_an_index_page_in_json_gives_each_files_hash() -> None:
     page = json.dumps({"meta": {"api-version": "1.1"}, "files": [
-        {"filename": "a-1-py3-none-any.whl", "hashes": {"sha256": "ab" * 32}}, {"filename": "a-1.tar.gz", "hashes": {}}]})
-    assert wheellock.listed_hashes(page.encode(), "p") == {"a-1-py3-none-any.whl": "ab" * 32, "a-1.tar.gz": ""}
+        {"filename": "a-1-py3-none-any.whl", "url": "../../f/a-1-py3-none-any.whl", "hashes": {"sha256": "ab" * 32}},
+        {"filename": "a-1.tar.gz", "url": "https://files.example.org/a-1.tar.gz", "hashes": {}}]})
+    assert wheellock.listed_files(page.encode(), "https://i.example.org/simple/a/") == {
+        "a-1-py3-none-any.whl": ("ab" * 32, "https://i.example.org/f/a-1-py3-none-any.whl"),
+        "a-1.tar.gz": ("", "https://files.example.org/a-1.tar.gz")}
     with pytest.raises(ValueError, match="not an index page"):
         wheellock.listed_hashes(b'{"files": 3}', "p")
 
@@ -212,3 +223,43 @@ def test_a_lock_line_that_is_not_a_locked_wheel_is_refused_with_exit_2(tmp_path:
 def test_offline_without_a_wheelhouse_is_refused_before_any_lookup(lock: Path) -> None:
     result = build_py("wheels", "check", str(lock), "--offline")
     assert result.returncode == 2 and "give at least one --wheelhouse" in result.stderr
+
+
+def fetch(lock: Path, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return build_py("wheels", "fetch", str(lock), "--out", str(out), *options)
+
+
+def test_fetch_fills_a_wheelhouse_pip_installs_the_lock_from_offline(lock: Path, wheelhouse: Path,
+                                                                      tmp_path: Path) -> None:
+    out = tmp_path / "archive"
+    result = fetch(lock, out, "--wheelhouse", str(wheelhouse), "--offline")
+    assert result.returncode == 0 and f"{out}: 2 of 2 locked wheels" in result.stdout, result.stderr
+    wheels = wheellock.read_lock(lock)
+    assert sorted(p.name for p in out.iterdir()) == sorted(w.file for w in wheels)
+    (out / wheels[0].file).write_bytes(b"not the wheel")  # a file there with other bytes is replaced
+    again = fetch(lock, out, "--wheelhouse", str(wheelhouse), "--offline")
+    assert again.returncode == 0 and wheellock.file_sha256(out / wheels[0].file) == wheels[0].sha256, again.stderr
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index",
+                                "--find-links", str(out), "--require-hashes", "-r", str(lock)],
+                               capture_output=True, text=True, timeout=120, check=False)
+    assert installed.returncode == 0, installed.stderr
+
+
+def test_fetch_downloads_from_an_index_and_keeps_only_the_locked_bytes(lock: Path, index: str, tmp_path: Path) -> None:
+    served = fetch(lock, tmp_path / "a", "--pip-index-url", index, "--torch-index-url", index)
+    assert served.returncode == 0 and "2 of 2" in served.stdout, served.stderr
+    wheel = wheellock.read_lock(lock)[0]
+    IndexPages.served[wheel.file] = b"other bytes under the listed hash"
+    tampered = fetch(lock, tmp_path / "b", "--pip-index-url", index, "--torch-index-url", index)
+    assert tampered.returncode == 1 and "1 of 2" in tampered.stdout
+    said = hashlib.sha256(b"other bytes under the listed hash").hexdigest()
+    assert f"alpha==1.2.0 ({wheel.file}, sha256:{wheel.sha256}) was not fetched" in tampered.stderr
+    assert f"sent bytes with sha256:{said}" in tampered.stderr
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [wheellock.read_lock(lock)[1].file]  # nothing half
+
+
+def test_an_index_that_lists_a_file_on_this_machine_is_not_read(lock: Path, index: str, tmp_path: Path) -> None:
+    IndexPages.href = "file:///etc/{file}"
+    result = fetch(lock, tmp_path / "a", "--pip-index-url", index, "--torch-index-url", index)
+    assert result.returncode == 1 and "not an http(s) URL" in result.stderr, result.stderr
+    assert not list((tmp_path / "a").iterdir())
