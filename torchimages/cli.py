@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -330,6 +331,22 @@ def compat_refresh(since: str, check: bool, pypi_index: str, wheel_index: str, s
     sys.exit(compatrefresh.shown(result, check=check))
 
 
+def wheel_source_options(function: Callable[..., None]) -> Callable[..., None]:
+    """Where `wheels check` and `wheels fetch` look for a locked wheel (wheel_sources), as a build's options name them."""
+    options = [
+        click.option("--wheelhouse", "wheelhouses", multiple=True,
+                     type=click.Path(path_type=Path, file_okay=False, exists=True), envvar="TORCHIMAGES_WHEELHOUSE",
+                     help="A folder of wheels, looked in first (repeatable)."),
+        click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="Look in the wheelhouses only."),
+        click.option("--pip-index-url", envvar="TORCHIMAGES_PIP_INDEX_URL", help="Package index (a mirror) [default: PyPI]."),
+        click.option("--torch-index-url", envvar="TORCHIMAGES_TORCH_INDEX_URL",
+                     help="The torch wheel index [default: the PyTorch index each locked torch wheel came from]."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
 @main.group(name="wheels")
 def wheels_group() -> None:
     """The wheel lock: the wheels an image was installed from, each by file and sha256 (torchimages/wheellock.py)."""
@@ -365,12 +382,7 @@ def wheels_lock(out_path: Path | None, image: str | None, reports: tuple[Path, .
                 metavar="LOCK_OR_MANIFEST...")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), callback=output_folder,
               help="The wheelhouse to fill (made if missing; a file already there with the locked sha256 is kept).")
-@click.option("--wheelhouse", "wheelhouses", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
-              envvar="TORCHIMAGES_WHEELHOUSE", help="A folder of wheels, looked in first (repeatable).")
-@click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="Copy from the wheelhouses only.")
-@click.option("--pip-index-url", envvar="TORCHIMAGES_PIP_INDEX_URL", help="Package index (a mirror) [default: PyPI].")
-@click.option("--torch-index-url", envvar="TORCHIMAGES_TORCH_INDEX_URL",
-              help="The torch wheel index [default: the PyTorch index each locked torch wheel came from].")
+@wheel_source_options
 def wheels_fetch(*, locks: tuple[Path, ...], out_dir: Path, wheelhouses: tuple[Path, ...], offline: bool,
                  pip_index_url: str | None, torch_index_url: str | None) -> None:
     """Fill a wheelhouse with exactly the locked wheels, each checked by its sha256, so a release's wheels can be
@@ -432,12 +444,7 @@ def image_wheels(image: str) -> list:
 @wheels_group.command(name="check")
 @click.argument("locks", nargs=-1, required=True, type=click.Path(path_type=Path, dir_okay=False),
                 metavar="LOCK_OR_MANIFEST...")
-@click.option("--wheelhouse", "wheelhouses", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
-              envvar="TORCHIMAGES_WHEELHOUSE", help="A folder of wheels, looked in first (repeatable).")
-@click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="Look in the wheelhouses only.")
-@click.option("--pip-index-url", envvar="TORCHIMAGES_PIP_INDEX_URL", help="Package index (a mirror) [default: PyPI].")
-@click.option("--torch-index-url", envvar="TORCHIMAGES_TORCH_INDEX_URL",
-              help="The torch wheel index [default: the PyTorch index each locked torch wheel came from].")
+@wheel_source_options
 def wheels_check(locks: tuple[Path, ...], wheelhouses: tuple[Path, ...], offline: bool, pip_index_url: str | None,
                  torch_index_url: str | None) -> None:
     """Is every locked wheel still served, with its sha256, by a wheelhouse or an index? Exit 1 naming each that is

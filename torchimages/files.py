@@ -10,6 +10,7 @@ written where a link points.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import stat
 import tempfile
@@ -45,6 +46,15 @@ def load(path: Path, what: str) -> object:
         raise UserError(f"{path}: not {what} (nested too deeply)") from None
     except ValueError as exc:
         raise UserError(f"{path}: not {what} (not JSON: {exc})") from None
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's bytes, read a MiB at a time (wheels are GBs)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def contained(folder: Path, relative: str) -> Path | None:

@@ -311,12 +311,19 @@ def read_sbom(fields: Fields, folder: Path) -> SbomFile | None:
     sbom = fields.sub("sbom", ("path", "sha256", "packages"), optional=True)
     if sbom is None:
         return None
-    relative = sbom.required_text("path", relative_path_problem)
-    file = contained(folder, relative)
-    if file is None:
-        sbom.refuse("path", f"{visible(relative)!r} leads out of {folder} (a link); an SBOM stays beside its manifest")
+    _, file = beside_manifest(sbom, folder, "an SBOM")
     return SbomFile(file=file, sha256=sbom.required_text("sha256", sha256_problem),
                     packages=sbom.table("packages", package_kind_problem, count_problem))  # type: ignore[arg-type]
+
+
+def beside_manifest(asset: Fields, folder: Path, what: str) -> tuple[str, Path]:
+    """An asset's `path` (relative, by the grammar's rule) and the file it names, which must stay in the manifest's
+    folder (a link out of it is refused)."""
+    relative = asset.required_text("path", relative_path_problem)
+    file = contained(folder, relative)
+    if file is None:
+        asset.refuse("path", f"{visible(relative)!r} leads out of {folder} (a link); {what} stays beside its manifest")
+    return relative, file
 
 
 def read_wheels(fields: Fields, folder: Path) -> tuple[str, ...] | None:
@@ -325,10 +332,7 @@ def read_wheels(fields: Fields, folder: Path) -> tuple[str, ...] | None:
     wheels = fields.sub("wheels", ("path", "count", "sha256"), optional=True)
     if wheels is None:
         return None
-    relative = wheels.required_text("path", relative_path_problem)
-    file = contained(folder, relative)
-    if file is None:
-        wheels.refuse("path", f"{visible(relative)!r} leads out of {folder} (a link); a lock stays beside its manifest")
+    relative, file = beside_manifest(wheels, folder, "a lock")
     sha = wheels.required_text("sha256", sha256_problem)
     try:
         content = file.read_bytes() if file.is_file() and file.stat().st_size <= MAX_LOCK else None

@@ -17,7 +17,6 @@ the hash it lists for the file. Every report, lock and index page read here is i
 from __future__ import annotations
 
 import hashlib
-import html.parser
 import io
 import json
 import re
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from .checkedjson import Fields
 from .errors import Problem, UserError, visible
+from .files import sha256_of
 from .input.grammar import (
     LOCKED_WHEEL,
     SHA256_HEX,
@@ -37,6 +37,7 @@ from .input.grammar import (
     package_version_problem,
     wheel_name_problem,
 )
+from .input.indexes import html_links
 
 REPORT_VERSION = "1"
 # Where each pip install step of an image keeps its report (templates/partials/macros.j2: keep_pip_report), one file a
@@ -180,16 +181,12 @@ class Wheelhouse:
     def __str__(self) -> str:
         return f"wheelhouse {self.folder}"
 
-    def answer(self, wheel: LockedWheel) -> str | None:
-        """None when the folder holds the file with the locked sha256; else why not."""
-        return self.locate(wheel)[1]
-
     def locate(self, wheel: LockedWheel) -> tuple[str | None, str | None]:
         """(the file's URL, None) when the folder holds it with the locked sha256; else (None, why not)."""
         path = self.folder / wheel.file
         if not path.is_file():
             return None, "no such file"
-        found = file_sha256(path)
+        found = sha256_of(path)
         return (path.resolve().as_uri(), None) if found == wheel.sha256 else (None, f"its file has sha256:{found}")
 
 
@@ -200,9 +197,6 @@ class Index:
 
     def __str__(self) -> str:
         return f"index {visible(self.url)}"
-
-    def answer(self, wheel: LockedWheel) -> str | None:
-        return self.locate(wheel)[1]
 
     def locate(self, wheel: LockedWheel) -> tuple[str | None, str | None]:
         """(the file's URL, None) when the index lists the file with the locked sha256; else (None, why not)."""
@@ -242,27 +236,20 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def listed_hashes(body: bytes, page: str) -> dict[str, str]:
     """File name -> sha256 ('' when none is listed) of an index page: PEP 691 JSON, else PEP 503 HTML."""
     return {name: sha for name, (sha, _) in listed_files(body, page).items()}
 
 
 def listed_files(body: bytes, page: str) -> dict[str, tuple[str, str]]:
-    """File name -> (sha256 or '', the file's URL) of an index page: PEP 691 JSON, else PEP 503 HTML."""
+    """File name -> (sha256 or '', the file's URL) of an index page: PEP 691 JSON, else PEP 503 HTML (its links read
+    as `compat refresh` reads them, the sha256 from each link's fragment)."""
     try:
         data = json.loads(body)
     except ValueError:
-        parser = _Anchors(page)
-        parser.feed(body.decode("utf-8", "replace"))
-        return parser.found
+        return {name: (fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else "",
+                       urllib.parse.urljoin(page, href))
+                for name, (href, _, fragment) in ((name, link.partition("#")) for name, link in html_links(body))}
     if not isinstance(data, dict) or not isinstance(data.get("files"), list):
         raise ValueError(f"{page}: a JSON page without a list of files is not an index page (PEP 691)")
     found = {}
@@ -272,21 +259,6 @@ def listed_files(body: bytes, page: str) -> dict[str, tuple[str, str]]:
             sha = hashes.get("sha256")
             found[item["filename"]] = (sha if isinstance(sha, str) else "", urllib.parse.urljoin(page, item["url"]))
     return found
-
-
-class _Anchors(html.parser.HTMLParser):
-    def __init__(self, page: str) -> None:
-        super().__init__()
-        self.page = page
-        self.found: dict[str, tuple[str, str]] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        href = dict(attrs).get("href") if tag == "a" else None
-        if href:
-            path, _, fragment = href.partition("#")
-            name = urllib.parse.unquote(urllib.parse.urlsplit(path).path.rsplit("/", 1)[-1])
-            sha = fragment.removeprefix("sha256=") if fragment.startswith("sha256=") else ""
-            self.found[name] = (sha, urllib.parse.urljoin(self.page, path))
 
 
 def default_indexes(wheels: Iterable[LockedWheel], pip_index: str | None, torch_index: str | None,
@@ -303,18 +275,22 @@ def default_indexes(wheels: Iterable[LockedWheel], pip_index: str | None, torch_
 
 def unserved(wheels: Iterable[LockedWheel], sources: list[Source]) -> list[str]:
     """One line for each locked wheel no source serves with its sha256, naming where it was looked for and why not."""
-    lines = []
-    for wheel in wheels:
-        answers = []
-        for source in sources:
-            why = source.answer(wheel)
-            if why is None:
-                break
-            answers.append(f"{source}: {why}")
-        else:
-            looked = "; ".join(answers) if answers else "no wheelhouse or index to look in"
-            lines.append(f"{wheel.pin} ({wheel.file}, sha256:{wheel.sha256}) is served by no source: {looked}")
-    return lines
+    return [f"{wheel.pin} ({wheel.file}, sha256:{wheel.sha256}) is served by no source: {looked}"
+            for wheel in wheels if (looked := served_by(wheel, sources))]
+
+
+def served_by(wheel: LockedWheel, sources: list[Source], take: Callable[[str], str | None] = lambda _: None) -> str | None:
+    """None when a source serves `wheel` with its sha256 and `take` (given the file's URL) succeeds there; else where
+    it was looked for and why not, source by source."""
+    answers = []
+    for source in sources:
+        url, why = source.locate(wheel)
+        if url is not None:
+            why = take(url)
+        if why is None:
+            return None
+        answers.append(f"{source}: {why}")
+    return "; ".join(answers) if answers else "no wheelhouse or index to look in"
 
 
 # ---- a wheelhouse filled from a lock
@@ -331,20 +307,13 @@ def fill(wheels: Iterable[LockedWheel], sources: list[Source], folder: Path) -> 
     present, missing = 0, []
     for wheel in wheels:
         target = folder / wheel.file
-        if target.is_file() and not target.is_symlink() and file_sha256(target) == wheel.sha256:
+        if target.is_file() and not target.is_symlink() and sha256_of(target) == wheel.sha256:
             present += 1
             continue
-        answers = []
-        for source in sources:
-            url, why = source.locate(wheel)
-            if url is not None:
-                why = copied(url, target, wheel.sha256)
-            if why is None:
-                present += 1
-                break
-            answers.append(f"{source}: {why}")
+        looked = served_by(wheel, sources, lambda url, target=target, sha=wheel.sha256: copied(url, target, sha))
+        if looked is None:
+            present += 1
         else:
-            looked = "; ".join(answers) if answers else "no wheelhouse or index to look in"
             missing.append(f"{wheel.pin} ({wheel.file}, sha256:{wheel.sha256}) was not fetched: {looked}")
     return present, missing
 

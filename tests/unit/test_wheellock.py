@@ -238,7 +238,7 @@ def test_fetch_fills_a_wheelhouse_pip_installs_the_lock_from_offline(lock: Path,
     assert sorted(p.name for p in out.iterdir()) == sorted(w.file for w in wheels)
     (out / wheels[0].file).write_bytes(b"not the wheel")  # a file there with other bytes is replaced
     again = fetch(lock, out, "--wheelhouse", str(wheelhouse), "--offline")
-    assert again.returncode == 0 and wheellock.file_sha256(out / wheels[0].file) == wheels[0].sha256, again.stderr
+    assert again.returncode == 0 and wheellock.sha256_of(out / wheels[0].file) == wheels[0].sha256, again.stderr
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index",
                                 "--find-links", str(out), "--require-hashes", "-r", str(lock)],
                                capture_output=True, text=True, timeout=120, check=False)

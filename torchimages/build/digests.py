@@ -11,28 +11,19 @@ a digest, or a file that is not such a table, is ignored (the file is read again
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
 from pathlib import Path
 
+from ..files import sha256_of
 from ..input.grammar import pattern, sha256_problem
 from ..settings import SETTINGS
 
 MEMO = SETTINGS.root / ".cache" / "file-digests.json"
 KEPT_FROM = 1 << 20  # smaller files are read each time: rendered files change, and reading them costs nothing
-CHUNK = 1 << 20
 MEMO_KEY = pattern(r"[0-9]+:[0-9]+:[0-9]+:[0-9]+")  # device:inode:size:mtime_ns
 _WRITING = threading.Lock()  # builds side by side save the table one at a time
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class DigestMemo:

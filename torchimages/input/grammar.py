@@ -68,8 +68,8 @@ SHA256_HEX = pattern(r"[0-9a-f]{64}")
 PACKAGE_NAME = pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 PACKAGE_VERSION = pattern(r"[A-Za-z0-9.+!_-]{1,64}")
 # A line of the wheel lock (torchimages/wheellock.py): NAME==VERSION --hash=sha256:HEX  # FILE from URL
-LOCKED_WHEEL = pattern(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,99})==(?P<version>[A-Za-z0-9.+!_-]{1,64}) "
-                       r"--hash=sha256:(?P<sha>[0-9a-f]{64})  # (?P<file>[^\s/]+) from (?P<url>\S{1,2000})")
+LOCKED_WHEEL = pattern(f"(?P<name>{PACKAGE_NAME.pattern})==(?P<version>{PACKAGE_VERSION.pattern}) "
+                       f"--hash=sha256:(?P<sha>{SHA256_HEX.pattern})  # (?P<file>[^\\s/]+) from (?P<url>\\S{{1,2000}})")
 # One word of what a host needs to run an image: a driver version, or a GPU generation (12.0+PTX).
 RUNS_ON_WORD = pattern(r"[0-9]{1,4}(\.[0-9]{1,4}){0,2}(\+PTX)?")
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")

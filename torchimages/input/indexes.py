@@ -85,14 +85,19 @@ class _Links(html.parser.HTMLParser):
             self._href = None
 
 
+def html_links(page: bytes) -> list[tuple[str, str]]:
+    """(link text, href as written) of each <a href> of a PEP 503 page: the text is the file's name."""
+    parser = _Links()
+    parser.feed(page.decode("utf-8", errors="replace"))
+    return parser.links
+
+
 def files_of(page: bytes, base: str) -> list[tuple[str, str]]:
     """(file name, absolute URL without fragment) of a simple-index page, JSON (PEP 691) or HTML (PEP 503)."""
     text = page.decode("utf-8", errors="replace")
     if text.lstrip().startswith("{"):
         return [(f["filename"], urllib.parse.urljoin(base, f["url"]).split("#")[0]) for f in json.loads(text)["files"]]
-    parser = _Links()
-    parser.feed(text)
-    return [(name, urllib.parse.urljoin(base, href).split("#")[0]) for name, href in parser.links]
+    return [(name, urllib.parse.urljoin(base, href).split("#")[0]) for name, href in html_links(page)]
 
 
 @dataclass
