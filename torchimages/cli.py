@@ -411,10 +411,8 @@ def wheel_sources(wheels: list, wheelhouses: tuple[Path, ...], offline: bool, pi
             raise UserError(why)
     if offline and not wheelhouses:
         raise UserError("--offline looks in the wheelhouses only: give at least one --wheelhouse")
-    sources: list[wheellock.Source] = [wheellock.Wheelhouse(folder) for folder in wheelhouses]
-    if not offline:
-        sources += wheellock.default_indexes(wheels, pip_index_url, torch_index_url, http_fetch(timeout=60))
-    return sources
+    indexes = [] if offline else wheellock.default_indexes(wheels, pip_index_url, torch_index_url, http_fetch(timeout=60))
+    return [*map(wheellock.Wheelhouse, wheelhouses), *indexes]
 
 
 def locks_in(path: Path) -> list[list]:

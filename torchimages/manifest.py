@@ -30,6 +30,7 @@ from .input.grammar import (
     digest_problem,
     image_name_problem,
     image_platform_problem,
+    image_reference_problem,
     locked_wheels_problem,
     package_kind_problem,
     pattern,
@@ -50,7 +51,7 @@ from .input.specs import Release, image_tag
 MAX_LOCK = 4 << 20  # a wheel lock of a CUDA image is some kB
 
 IMAGE_FIELDS = ("image", "variant", "tag", "release_tag", "reference", "digest", "size_bytes", "layers", "versions",
-                "content_digest", "smoke", "sbom", "platform", "runs_on", "signature", "wheels")
+                "content_digest", "smoke", "sbom", "platform", "runs_on", "signature", "wheels", "built_from")
 TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images", "indexes", "signed_by")
 INDEX_FIELDS = ("name", "release_tag", "reference", "digest", "platforms", "signature")
 SIGNED_BY_FIELDS = ("fingerprint", "public_key")
@@ -101,11 +102,22 @@ class ManifestImage:
     runs_on: dict[str, str] | None = None  # what a host needs (specs.ImageSpec.runs_on); None in older manifests
     signature: str | None = None  # the digest of its signature manifest (sha256-HEX.sig), when it was signed
     wheels: tuple[str, ...] | None = None  # its wheel lock (torchimages.wheellock), a line a wheel: MANIFEST.wheels/IMAGE.txt
+    built_from: BuiltFrom | None = None  # a base image's FROM image, as its build named and found it
 
     @property
     def name(self) -> str:
         """The image across its platforms: what its image index is named (the manifest reader checked the suffix)."""
         return without_architecture(self.image, self.platform) or self.image
+
+
+@dataclass(frozen=True)
+class BuiltFrom:
+    """The image a release's base image was built FROM: the reference its build gave (pinned by digest where the
+    matrix's lock or --base-image pinned it) and the ID that image had on the build's engine. A rebuild of the release
+    (`build --from-release`) builds FROM the same reference and refuses an image of another ID."""
+
+    image: str
+    id: str | None
 
 
 @dataclass(frozen=True)
@@ -176,6 +188,8 @@ class ReleaseManifest:
             if item.sbom:
                 entry["sbom"] = {"path": sbom_paths[item.image], "sha256": item.sbom.sha256,
                                  "packages": item.sbom.packages}
+            if item.built_from:
+                entry["built_from"] = vars(item.built_from)
             if item.wheels is not None and wheels_paths:
                 entry["wheels"] = {"path": wheels_paths[item.image], "count": len(item.wheels),
                                    "sha256": hashlib.sha256(lock_bytes(item.wheels)).hexdigest()}
@@ -304,7 +318,17 @@ def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> Manif
         content_digest=fields.text("content_digest", digest_problem, optional=True),
         sbom=read_sbom(fields, folder), wheels=read_wheels(fields, folder), platform=platform,
         runs_on=fields.table("runs_on", runs_on_key_problem, runs_on_value_problem) or None,  # type: ignore[arg-type]
-        signature=fields.text("signature", digest_problem, optional=True))
+        signature=fields.text("signature", digest_problem, optional=True), built_from=read_built_from(fields, variant))
+
+
+def read_built_from(fields: Fields, variant: str) -> BuiltFrom | None:
+    built_from = fields.sub("built_from", ("image", "id"), optional=True)
+    if built_from is None:
+        return None
+    if variant != "base":
+        fields.refuse("built_from", "is a base image's: a variant is built FROM its base, in the same release")
+    return BuiltFrom(image=built_from.required_text("image", image_reference_problem),
+                     id=built_from.text("id", digest_problem, optional=True))
 
 
 def read_sbom(fields: Fields, folder: Path) -> SbomFile | None:

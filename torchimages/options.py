@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .build.budget import Budget
     from .build.cache import CacheSources
     from .build.jobs import Selection
+    from .build.released import FromRelease
     from .build.stage import BuildOptions
     from .manifest import ReleaseManifest
     from .publish.pushstage import PushOptions
@@ -159,6 +160,10 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
                      help="The previous release's manifest: each image may grow at most --max-growth over it."),
         click.option("--max-growth", default="5%", show_default=True,
                      help="Size budget over the previous release, unless the entry states size_growth_reason."),
+        click.option("--from-release", "from_release", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+                     metavar="MANIFEST",
+                     help="Rebuild a release: each base image FROM the image it was built from, every pip step from the "
+                          "release's wheel lock in hash-checking mode; a locked wheel no source serves is refused first."),
         click.option("--cache-from", multiple=True, metavar="REF", envvar="TORCHIMAGES_CACHE_FROM",
                      help="Pull REF and reuse its layers (repeatable); `previous`: reuse the --previous release's "
                           "images whose content is unchanged."),
@@ -267,9 +272,18 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
     return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
                         no_cache=values["no_cache"], plain=values["plain"], report=values["report"], logs=values["logs"],
                         inputs=inputs, budget=budget_from(values, previous), builder=values["builder"],
-                        buildx_builder=values["buildx_builder"],
+                        buildx_builder=values["buildx_builder"], released=released_from(values.get("from_release")),
                         cache=cache_sources_from(tuple(values["cache_from"]), previous, repository,
                                                  no_cache=bool(values["no_cache"])))
+
+
+def released_from(path: Path | None) -> FromRelease | None:
+    """--from-release MANIFEST: the release and its lock assets, read and checked before anything is built."""
+    if path is None:
+        return None
+    from .build.released import FromRelease
+
+    return FromRelease.read(path)
 
 
 def base_images_from(values: tuple[str, ...]) -> tuple[str | None, tuple[tuple[str, str], ...]]:

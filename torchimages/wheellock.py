@@ -23,7 +23,7 @@ import re
 import tarfile
 import urllib.parse
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .checkedjson import Fields
@@ -31,6 +31,7 @@ from .errors import Problem, UserError, visible
 from .files import sha256_of
 from .input.grammar import (
     LOCKED_WHEEL,
+    PIP_STEP,
     SHA256_HEX,
     locked_wheel_problem,
     package_name_problem,
@@ -43,7 +44,10 @@ REPORT_VERSION = "1"
 # Where each pip install step of an image keeps its report (templates/partials/macros.j2: keep_pip_report), one file a
 # step: torch.json (the torch layer), pip.json (the entry's `pip:` packages), jupyter.json, devel.json.
 REPORTS = "/etc/pip/torchimages-wheels"
-STEP_REPORT = re.compile(r"torchimages-wheels/(?P<step>[a-z]{1,20})\.json")
+STEP_REPORT = re.compile(rf"torchimages-wheels/(?P<step>{PIP_STEP.pattern})\.json")
+# The steps, in the order an image's build runs them (a variant's after its base's): what a rebuild from a lock installs
+# at each (torchimages/build/released.py).
+STEPS = ("torch", "pip", "jupyter", "devel")
 MAX_REPORT = 16 << 20  # a CUDA image's torch step reports about 40 wheels in some kB
 MAX_LOCK = 4 << 20  # a lock of a CUDA image is about 40 lines; megabytes are not a lock
 PYPI = "https://pypi.org/simple/"
@@ -61,23 +65,26 @@ class LockedWheel:
     file: str  # the wheel's file name
     sha256: str  # lowercase hex
     url: str  # where the build got it (an index's URL, or file:// in the build's wheelhouse)
+    step: str | None = None  # the image's pip install step that installed it (STEPS); None where a lock does not say
 
     @property
     def pin(self) -> str:
         return f"{self.name}=={self.version}"
 
     def line(self) -> str:
-        return f"{self.pin} --hash=sha256:{self.sha256}  # {self.file} from {self.url}"
+        step = f"{self.step}: " if self.step else ""
+        return f"{self.pin} --hash=sha256:{self.sha256}  # {step}{self.file} from {self.url}"
 
 
-def from_pip_report(data: object, file: str) -> list[LockedWheel]:
-    """The wheels of one pip installation report (a parsed JSON document), in its order. A report of another format
-    version, an item without a sha256 or one that is not a wheel is refused: the lock names files pip can check."""
+def from_pip_report(data: object, file: str, step: str | None = None) -> list[LockedWheel]:
+    """The wheels of one pip installation report (a parsed JSON document), in its order, each marked as installed by
+    `step`. A report of another format version, an item without a sha256 or one that is not a wheel is refused: the
+    lock names files pip can check."""
     report = Fields(file, data)
     if report.required_text("version") != REPORT_VERSION:
         report.refuse("version", f"is {visible(str(report.data['version']))[:20]!r}; this tool reads pip's "
                                  f"installation report version {REPORT_VERSION}")
-    return [wheel_of(Fields(file, item, place)) for place, item in report.objects("install")]
+    return [replace(wheel_of(Fields(file, item, place)), step=step) for place, item in report.objects("install")]
 
 
 def from_image_folder(archive: bytes, image: str) -> list[LockedWheel]:
@@ -87,7 +94,8 @@ def from_image_folder(archive: bytes, image: str) -> list[LockedWheel]:
     locks = []
     with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as folder:
         for member in folder:
-            if not (member.isfile() and STEP_REPORT.fullmatch(member.name)):
+            named = STEP_REPORT.fullmatch(member.name)
+            if not (member.isfile() and named):
                 continue
             where = f"{image}: {REPORTS}/{member.name.rsplit('/', 1)[-1]}"
             if member.size > MAX_REPORT:
@@ -97,7 +105,7 @@ def from_image_folder(archive: bytes, image: str) -> list[LockedWheel]:
                 data = json.loads(content.read() if content else b"")
             except (ValueError, RecursionError) as exc:
                 raise UserError(f"{where}: not a pip installation report (not JSON: {visible(str(exc))[:120]})") from None
-            locks.append(from_pip_report(data, where))
+            locks.append(from_pip_report(data, where, named["step"]))
     return merged(locks, one_environment=True)
 
 
@@ -130,7 +138,7 @@ def lock_text(wheels: Iterable[LockedWheel]) -> str:
 def parse_line(line: str) -> LockedWheel:
     match = LOCKED_WHEEL.fullmatch(line)
     assert match is not None and not locked_wheel_problem(line)  # the caller checked it
-    return LockedWheel(match["name"], match["version"], match["file"], match["sha"], match["url"])
+    return LockedWheel(match["name"], match["version"], match["file"], match["sha"], match["url"], match["step"])
 
 
 def read_lock(path: Path) -> list[LockedWheel]:

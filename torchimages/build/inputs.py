@@ -73,14 +73,15 @@ class BuildInputs:
         return args
 
     def fill_context(self, context: Path, *, installs_torch: bool, platform: str = DEFAULT_PLATFORM,
-                     stack_wheels: tuple[str, ...] = ()) -> None:
+                     stack_wheels: tuple[str, ...] = (), locks: dict[str, str] | None = None) -> None:
         """Put the CA bundle and the wheelhouse where the builder stages COPY them from.
 
         torch and the CUDA libraries it pulls (several GB) go only into builds that install torch:
         a variant or an NGC image already has them, and each wheel in a context is sent to the
         engine and stored in a builder layer; a variant gets only those of them it installs itself (`stack_wheels`,
         projects: the devel variant's compiler). Only the wheels that run on the build's platform go: one wheelhouse
-        may hold every platform's.
+        may hold every platform's. `locks` (--from-release: step -> its lock) go to build-config/wheel-lock/, where
+        each pip step installs its own instead of resolving its requirements (build/released.py).
         """
         wanted = {canonicalize_name(name) for name in stack_wheels}
         config = context / "build-config"
@@ -88,6 +89,10 @@ class BuildInputs:
             return
         if self.ca_bundle:
             shutil.copyfile(self.ca_bundle, config / "extra-ca.pem")
+        if locks is not None:
+            (config / "wheel-lock").mkdir()
+            for step, text in locks.items():
+                (config / "wheel-lock" / f"{step}.txt").write_text(text, encoding="utf-8")
         if self.wheelhouse:
             machine = PLATFORMS[platform]
             for wheel in sorted(self.wheelhouse.glob("*.whl")):

@@ -135,13 +135,22 @@ def platform_args(job: BuildJob) -> dict[str, str]:
     return {"TORCH_CUDA_ARCH_LIST": job.spec.cuda_arch_list(job.platform)}
 
 
+class ReleasedInputs(Protocol):
+    """What a rebuild of a release gives each build (build/released.py: FromRelease, which builds on this module)."""
+
+    def step_locks(self, image: str) -> dict[str, str]: ...
+
+    def base_of(self, image: str) -> str | None: ...
+
+
 class BuildRunner:
     """Runs jobs on up to `jobs` threads; a variant starts when its base is built."""
 
     def __init__(self, engine: Engine, inputs: BuildInputs, emit: EventSink, *, jobs: int = 1,
                  cache: CacheSources | None = None, registry_auth: tuple[str, dict[str, str]] | None = None,
-                 builder: Builder | None = None) -> None:
+                 builder: Builder | None = None, released: ReleasedInputs | None = None) -> None:
         self.engine, self.inputs, self.emit, self.jobs = engine, inputs, emit, max(1, jobs)
+        self.released = released  # --from-release: each base's FROM and every pip step's wheels from the release
         self.builder: Builder = builder or ClassicBuilder(engine)
         self.cache, self.registry_auth = cache or CacheSources(), registry_auth
         self.cancel = threading.Event()
@@ -204,9 +213,10 @@ class BuildRunner:
             copy_context(job.context, context)
             self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc",
                                      platform=job.platform,
-                                     stack_wheels=job.spec.devel_wheels if job.variant == "devel" else ())
-            base_arg = (self.inputs.base_for(job.platform) if job.variant == "base" else job.base_image) or None
-            if why := self._platform_problem(job, base_arg or from_default(context)):
+                                     stack_wheels=job.spec.devel_wheels if job.variant == "devel" else (),
+                                     locks=self.released.step_locks(job.image) if self.released else None)
+            base_arg = (self._base_of(job) if job.variant == "base" else job.base_image) or None
+            if why := self._platform_problem(job, base_arg or from_default(context)) or self._locked_cross(job):
                 outcome = BuildOutcome(job.image, job.tag, error=why)
                 return self._ended(job, outcome, started, digest=None, previous=None, reused=False)
             buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job), **platform_args(job)}
@@ -228,6 +238,18 @@ class BuildRunner:
                                              cache_from=[ref for ref in sources if self._pulled(job.image, ref)])
         outcome.materials = materials
         return self._ended(job, outcome, started, digest=digest, previous=previous, reused=reused)
+
+    def _base_of(self, job: BuildJob) -> str | None:
+        """A base build's FROM image: --base-image's, else (--from-release) the one its release was built from, else
+        the matrix's (the rendered Dockerfile's default)."""
+        return self.inputs.base_for(job.platform) or (self.released.base_of(job.image) if self.released else None)
+
+    def _locked_cross(self, job: BuildJob) -> str | None:
+        if self.released and self._cross_args(job):
+            return (f"--from-release installs each step's lock where the image runs; {job.image} ({job.platform}) would "
+                    f"be cross-installed on this {self.engine.platform()} engine: build it with --builder classic "
+                    "(under emulation) or on a native engine")
+        return None
 
     def _materials(self, job: BuildJob, context: Path, buildargs: dict[str, str]) -> dict[str, object]:
         """What the build reads, by digest, for its provenance: the Dockerfile it builds from, its FROM image (the base

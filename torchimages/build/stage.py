@@ -18,11 +18,13 @@ from ..progress import LogFiles
 from ..report import ImageRecord, Report
 from ..workspace import Workspace
 from . import jobs as buildjobs
+from . import released
 from .budget import Budget
 from .cache import CacheSources
 from .classic import ClassicBuilder
 from .inputs import BuildInputs
 from .jobs import Builder, BuildJob, BuildRunner, Selection
+from .released import FromRelease
 from .sizes import FloorMeter
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ class BuildOptions:
     # classic (the Docker SDK), buildkit (a docker CLI; torchimages.build.buildkit), or None: the engine's own default
     builder: str | None = None
     buildx_builder: str | None = None  # a named buildx builder instance for BuildKit builds; None: buildx's current
+    released: FromRelease | None = None  # --from-release: the release whose bases and wheel locks the build takes
 
     @property
     def report_path(self) -> Path:
@@ -93,7 +96,7 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
     built or not."""
     jobs = select(plan, options)  # options.inputs were checked when the options were made (cli.build_options_from)
     runner = BuildRunner(engine, options.inputs, emit, jobs=options.jobs, cache=options.cache,
-                         registry_auth=options.registry_auth, builder=builder)
+                         registry_auth=options.registry_auth, builder=builder, released=options.released)
     with stop_on_sigterm(runner):
         outcomes = runner.run(jobs)
     report = make_report(plan, options, jobs, outcomes=outcomes, engine=engine, logs=logs)
@@ -103,6 +106,19 @@ def build(plan: Plan, options: BuildOptions, engine: Engine, emit: EventSink, lo
         record.content_digest, record.reused, record.materials = outcome.content_digest, outcome.reused, outcome.materials
         record.builder = built_by if outcome.seconds is not None else None
     return report
+
+
+def check_released(options: BuildOptions, jobs: list[BuildJob], engine: Engine) -> str:
+    """--from-release: what the release recorded is there to build from (released.check), before the first build;
+    what was checked, in a line."""
+    from ..input.indexes import http_fetch
+
+    assert options.released is not None
+    sources = released.build_sources(options.inputs, jobs, http_fetch(timeout=60))
+    released.check(options.released, jobs, sources, engine, options.inputs.base_for)
+    wheels = options.released.wheels(jobs)
+    return (f"from release {options.released.release} ({options.released.path}): {len(jobs)} images, their "
+            f"{len(wheels)} locked wheels served by {', '.join(map(str, sources))}; base images FROM what it was built from")
 
 
 def builder_of(name: str | None, engine: Engine, *, instance: str | None = None) -> Builder:

@@ -67,9 +67,12 @@ TIMESTAMP = pattern(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")  
 SHA256_HEX = pattern(r"[0-9a-f]{64}")
 PACKAGE_NAME = pattern(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 PACKAGE_VERSION = pattern(r"[A-Za-z0-9.+!_-]{1,64}")
-# A line of the wheel lock (torchimages/wheellock.py): NAME==VERSION --hash=sha256:HEX  # FILE from URL
+# The pip install step of an image's build a wheel was installed by (templates: keep_pip_report): torch, pip, jupyter...
+PIP_STEP = pattern(r"[a-z]{1,20}")
+# A line of the wheel lock (torchimages/wheellock.py): NAME==VERSION --hash=sha256:HEX  # [STEP: ]FILE from URL
 LOCKED_WHEEL = pattern(f"(?P<name>{PACKAGE_NAME.pattern})==(?P<version>{PACKAGE_VERSION.pattern}) "
-                       f"--hash=sha256:(?P<sha>{SHA256_HEX.pattern})  # (?P<file>[^\\s/]+) from (?P<url>\\S{{1,2000}})")
+                       f"--hash=sha256:(?P<sha>{SHA256_HEX.pattern})  # (?:(?P<step>{PIP_STEP.pattern}): )?"
+                       f"(?P<file>[^\\s/]+) from (?P<url>\\S{{1,2000}})")
 # One word of what a host needs to run an image: a driver version, or a GPU generation (12.0+PTX).
 RUNS_ON_WORD = pattern(r"[0-9]{1,4}(\.[0-9]{1,4}){0,2}(\+PTX)?")
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
@@ -312,7 +315,7 @@ def locked_wheel_problem(line: object) -> str | None:
     match = LOCKED_WHEEL.fullmatch(line) if isinstance(line, str) else None
     if match and not wheel_name_problem(match["file"]):
         return None
-    return f"{visible(str(line))[:120]!r} is not a locked wheel (NAME==VERSION --hash=sha256:HEX  # FILE from URL)"
+    return f"{visible(str(line))[:120]!r} is not a locked wheel (NAME==VERSION --hash=sha256:HEX  # [STEP: ]FILE from URL)"
 
 
 def locked_wheels_problem(lines: object) -> str | None:

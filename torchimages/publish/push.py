@@ -22,7 +22,7 @@ from ..errors import UserError
 from ..events import EventSink, Kind, StageEvent, ignore
 from ..files import contained
 from ..input.specs import Release
-from ..manifest import ManifestImage, ReleaseManifest, SbomFile, SmokeCounts
+from ..manifest import BuiltFrom, ManifestImage, ReleaseManifest, SbomFile, SmokeCounts
 from ..registry import Credentials, registry_client, split_reference
 from ..report import ImageRecord, PushStage, Report
 
@@ -270,4 +270,13 @@ def manifest_image(record: ImageRecord, report: Report, made: ReleaseManifest) -
                          versions=record.versions, size_bytes=record.size_bytes, layers=record.layers,
                          content_digest=record.content_digest, sbom=sbom, platform=record.platform, runs_on=record.runs_on,
                          wheels=tuple(record.wheels) if record.wheels is not None else None,
-                         smoke=SmokeCounts(smoke.passed, smoke.failed, smoke.skipped, smoke.skipped_no_gpu))
+                         smoke=SmokeCounts(smoke.passed, smoke.failed, smoke.skipped, smoke.skipped_no_gpu),
+                         built_from=built_from(record))
+
+
+def built_from(record: ImageRecord) -> BuiltFrom | None:
+    """A base image's FROM, as its build's materials name it (a variant's FROM is its base, in the same release)."""
+    materials = record.materials or {}
+    if record.variant != "base" or not materials.get("from"):
+        return None
+    return BuiltFrom(image=materials["from"], id=materials.get("from_id"))

@@ -15,6 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from torchimages import wheellock
 from torchimages.engine import Engine
 from torchimages.errors import UserError
 from torchimages.events import StageEvent
@@ -25,7 +26,7 @@ from torchimages.registry import Credentials, RegistryClient
 from torchimages.report import Report
 from torchimages.settings import SETTINGS
 
-from ..conftest import RELEASE, EntryBuild, Registry, build_py, start_registry
+from ..conftest import RELEASE, EntryBuild, Registry, build_entry, build_py, smoke_test, start_registry
 
 pytestmark = [pytest.mark.lane("main")]
 
@@ -283,6 +284,55 @@ def test_each_pushed_image_has_its_wheel_lock_beside_the_manifest(pushed: dict, 
     checked = build_py("wheels", "check", str(pushed["folder"] / "release.json"), "--wheelhouse", str(wheelhouse),
                        "--offline")
     assert checked.returncode == 0 and "100 of 100 locked wheels served" in checked.stdout, checked.stderr
+
+
+def linked_copy(folder: Path, out: Path) -> Path:
+    """A wheelhouse holding the same files (hard links where the filesystem allows, else copies)."""
+    out.mkdir()
+    for wheel in folder.glob("*.whl"):
+        try:
+            os.link(wheel, out / wheel.name)
+        except OSError:
+            shutil.copyfile(wheel, out / wheel.name)
+    return out
+
+
+def test_a_release_is_rebuilt_from_its_lock_and_a_wheel_no_source_serves_is_refused_first(
+        api: docker.APIClient, pushed: dict, cpu_build: EntryBuild, wheelhouse: Path, tmp_path: Path) -> None:
+    """`build --from-release`: the base and its jupyter variant rebuilt from the release's manifest, pip in hash-checking
+    mode from each step's lock, install exactly the locked files (the rebuilt images' locks are the release's) FROM the
+    image the release was built from, and pass the suite; from a wheelhouse missing one locked wheel the same command
+    stops before any build with one line naming the wheel, its sha256 and where it was looked for."""
+    manifest = pushed["folder"] / "release.json"
+    name = cpu_build.spec.name
+    locks = {image["image"]: (pushed["folder"] / image["wheels"]["path"]).read_text().splitlines()
+             for image in pushed["manifest"]["images"]}
+    gone = next(wheellock.parse_line(line) for line in locks[name] if "# torch: numpy-" in line)
+    partial = linked_copy(wheelhouse, tmp_path / "partial")
+    (partial / gone.file).unlink()
+    images = tmp_path / "images"
+    assert build_py("render", "--tag", f"{RELEASE}.1", "--out", str(images)).returncode == 0
+    refused = build_py("build", "--tag", f"{RELEASE}.1", "--images", str(images), "--only", f"{name}-jupyter",
+                       "--from-release", str(manifest), "--wheelhouse", str(partial), "--offline", "--plain",
+                       "--report", str(tmp_path / "refused.json"))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert (f"--from-release {manifest}: {gone.pin} ({gone.file}, sha256:{gone.sha256}) is served by no source: "
+            f"wheelhouse {partial}") in refused.stderr, refused.stderr
+    assert "building with" not in refused.stderr and not (tmp_path / "refused.json").exists()
+
+    rebuilt = build_entry(cpu_build.spec, tmp_path / "rebuild", "--from-release", str(manifest), "--wheelhouse",
+                          str(wheelhouse), "--offline", release=f"{RELEASE}.1", only=f"{name}-jupyter")
+    assert f"from release {RELEASE} ({manifest}): 2 images" in rebuilt.result.stderr, rebuilt.result.stderr
+    records = {record["image"]: record for record in rebuilt.report["images"]}
+    assert set(records) == {name, f"{name}-jupyter"}
+    for image, record in records.items():
+        assert record["wheels"] == locks[image], image
+    built_from = next(i for i in pushed["manifest"]["images"] if i["image"] == name)["built_from"]
+    assert built_from["image"] == cpu_build.options[1] and built_from["id"] == api.inspect_image(built_from["image"])["Id"]
+    assert records[name]["materials"]["from"] == built_from["image"]
+    result, report = smoke_test(rebuilt, tmp_path / "smoke")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert all(r["smoke"]["failed"] == 0 and r["smoke"]["passed"] > 10 for r in report["images"]), report["images"]
 
 
 def test_a_failed_sbom_scan_says_why(api: docker.APIClient, tmp_path: Path) -> None:
