@@ -117,8 +117,8 @@ def check_released(options: BuildOptions, jobs: list[BuildJob], engine: Engine) 
     sources = released.build_sources(options.inputs, jobs, http_fetch(timeout=60))
     released.check(options.released, jobs, sources, engine, options.inputs.base_for)
     wheels = options.released.wheels(jobs)
-    return (f"from release {options.released.release} ({options.released.path}): {len(jobs)} images, their "
-            f"{len(wheels)} locked wheels served by {', '.join(map(str, sources))}; base images FROM what it was built from")
+    return (f"from release {options.released.release} ({options.released.path}): images {len(jobs)}, locked wheels "
+            f"{len(wheels)}, each served by {' or '.join(map(str, sources))}; each base FROM the image it was built from")
 
 
 def builder_of(name: str | None, engine: Engine, *, instance: str | None = None) -> Builder:
