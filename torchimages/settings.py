@@ -37,6 +37,9 @@ class Settings:
     jupyterlab: str = "4.6.6"
     notebook: str = "7.6.5"  # Notebook 7.6 requires JupyterLab 4.6
     uv: str = "0.13.9"
+    # The time every file of an environment layer is given (SOURCE_DATE_EPOCH: 2026-01-01T00:00:00Z), so that the same
+    # wheels give the same layer bytes at every build (docs/building.md, "Reproducible layers")
+    source_date_epoch: int = 1767225600
     ninja: str = "1.13.2"  # the devel variant's: torch.utils.cpp_extension builds with it
 
 

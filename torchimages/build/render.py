@@ -136,6 +136,7 @@ def _static_files(env: jinja2.Environment, variant: str, values: dict, *, build_
     """Files a context COPYs: the build-config folder (only where a stage installs packages), each variant's scripts."""
     files = {
         "build-config/network-env.sh": env.get_template("files/network-env.sh").render(values),
+        "build-config/keep-pip-report.py": env.get_template("files/keep-pip-report.py").render(values),
         "build-config/extra-ca.pem": "",
         "build-config/wheelhouse/.keep": "",
     } if build_config else {}

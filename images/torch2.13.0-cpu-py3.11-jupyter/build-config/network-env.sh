@@ -22,3 +22,6 @@ if [ -n "${PIP_INDEX_URL:-}" ]; then
     export UV_DEFAULT_INDEX="${PIP_INDEX_URL}"
 fi
 export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# Reproducible environment layers: with SOURCE_DATE_EPOCH set (a build argument), pip compiles each installed module
+# hash-based (py_compile's default then), so no .pyc holds a build's time; no other Python run here writes a .pyc.
+export PYTHONDONTWRITEBYTECODE=1

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -297,6 +298,16 @@ def linked_copy(folder: Path, out: Path) -> Path:
     return out
 
 
+def environment_layers(api: docker.APIClient, tag: str) -> list[str]:
+    """The diff IDs of the layers the classic builder copied to / (the torch layer, the `pip:` layer), found by the
+    history entries that made a layer (a RUN, a COPY or the base's import; the rest change only the configuration)."""
+    layers = api.inspect_image(tag)["RootFS"]["Layers"]
+    made = [entry["CreatedBy"] for entry in reversed(api.history(tag))
+            if "#(nop)" not in entry["CreatedBy"] or re.search(r"#\(nop\) +(COPY|ADD) ", entry["CreatedBy"])]
+    assert len(made) == len(layers), (made, layers)
+    return [layer for layer, created in zip(layers, made, strict=True) if re.search(r"COPY dir:\w+ in / *$", created)]
+
+
 def test_a_release_is_rebuilt_from_its_lock_and_a_wheel_no_source_serves_is_refused_first(
         api: docker.APIClient, pushed: dict, cpu_build: EntryBuild, wheelhouse: Path, tmp_path: Path) -> None:
     """`build --from-release`: the base image rebuilt from the release's manifest, pip in hash-checking mode from each
@@ -332,6 +343,10 @@ def test_a_release_is_rebuilt_from_its_lock_and_a_wheel_no_source_serves_is_refu
     built_from = next(i for i in pushed["manifest"]["images"] if i["image"] == name)["built_from"]
     assert built_from["image"] == cpu_build.options[1] and built_from["id"] == api.inspect_image(built_from["image"])["Id"]
     assert records[name]["materials"]["from"] == built_from["image"]
+    # The same wheels, the same environment layers: the rebuild's torch and `pip:` layers are the release's, byte for
+    # byte (docs/building.md, "Reproducible layers"), though pip installed from the lock and ran again.
+    released = environment_layers(api, cpu_build.tags["base"])
+    assert len(released) == 2 and environment_layers(api, rebuilt.tags["base"]) == released
     (tmp_path / "smoke").mkdir()
     result, report = smoke_test(rebuilt, tmp_path / "smoke", only=name)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -6,6 +6,7 @@ The engine tests check the same in built images; these catch a broken template w
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import re
 import subprocess
@@ -194,3 +195,55 @@ def test_sshd_allows_keys_only_and_never_root(rendered: Path) -> None:
     start = (rendered / f"{CPU_ENTRY}-ssh" / "ssh" / "start-sshd").read_text()
     appended = re.findall(r'echo "([A-Za-z]+) [^"]*" >> "\$\{config\}"', start) + re.findall(r"echo \"\$\{(setenv)\}\"", start)
     assert {word.lower() for word in appended} <= {"hostkey", "pidfile", "setenv"}, appended
+
+
+def test_the_torch_layer_is_staged_with_every_time_clamped(rendered: Path, tmp_path: Path) -> None:
+    """The classic builder's torch step, its end run here on a venv-shaped tree: every file, folder and link (not the
+    link's target) newer than SOURCE_DATE_EPOCH gets that time, and the final image copies the staged tree to /
+    (docs/building.md, "Reproducible layers")."""
+    dockerfile = (rendered / CPU_ENTRY / "Dockerfile").read_text()
+    [clamp] = re.findall(r"(find /tmp/torch-layer -newermt [^\n]*?\{\} \+)", dockerfile.replace("\\\n", ""))
+    assert "COPY --from=builder /tmp/torch-layer/ /" in dockerfile
+    layer = tmp_path / "torch-layer"
+    site = layer / "opt" / "venv" / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "alpha.py").write_text("x = 1\n")
+    target = tmp_path / "outside"
+    target.write_text("not in the layer\n")
+    (layer / "opt" / "venv" / "link").symlink_to(target)
+    epoch = 1767225600
+    subprocess.run(["bash", "-c", clamp.replace("/tmp/torch-layer", str(layer))],
+                   env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}, check=True, timeout=60)
+    times = {path: path.lstat().st_mtime for path in [layer, *layer.rglob("*")]}
+    assert len(times) == 7 and all(mtime == epoch for mtime in times.values()), times
+    assert target.stat().st_mtime != epoch, "a link's target outside the layer was touched"
+
+
+def test_each_steps_report_is_kept_in_name_order_and_pips_requested_marks_go(rendered: Path, tmp_path: Path) -> None:
+    """build-config/keep-pip-report.py as every install step runs it, with the step's Python (here a venv's): the
+    report reduced to each wheel's name, version and download, sorted by name (pip reports in install order, which a
+    rebuild from the lock changes); REQUESTED marks and their RECORD lines gone, every other line kept byte for byte
+    (pip ends them in CR LF)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    [site] = venv.glob("lib/python*/site-packages")
+    for name in ("beta", "alpha"):
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "REQUESTED").write_text("")
+        (info / "RECORD").write_bytes(f"{name}.py,sha256=x,5\r\n{info.name}/REQUESTED,,\r\n{info.name}/RECORD,,\r\n".encode())
+    download = {"url": "file:///w/beta-1.0-py3-none-any.whl", "archive_info": {"hashes": {"sha256": "ab" * 32}}}
+    report = {"version": "1", "environment": {"platform_release": "6.1.0-build-host"}, "install": [
+        {"metadata": {"name": name, "version": "1.0", "summary": "s"}, "download_info": download, "requested": True}
+        for name in ("beta", "Alpha")]}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    script = rendered / CPU_ENTRY / "build-config" / "keep-pip-report.py"
+    subprocess.run([str(venv / "bin" / "python"), str(script), str(tmp_path / "report.json"), str(tmp_path / "out.json"),
+                    "--forget-requested"], check=True, timeout=60)
+    kept = json.loads((tmp_path / "out.json").read_text())
+    assert kept == {"version": "1", "install": [{"metadata": {"name": name, "version": "1.0"}, "download_info": download}
+                                                for name in ("Alpha", "beta")]}
+    for name in ("alpha", "beta"):
+        info = site / f"{name}-1.0.dist-info"
+        assert not (info / "REQUESTED").exists()
+        assert (info / "RECORD").read_bytes() == f"{name}.py,sha256=x,5\r\n{info.name}/RECORD,,\r\n".encode()
