@@ -227,7 +227,7 @@ def test_each_steps_report_is_kept_in_name_order_and_pips_requested_marks_go(ren
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
     [site] = venv.glob("lib/python*/site-packages")
-    for name in ("beta", "alpha"):
+    for name in ("beta", "alpha", "gamma"):  # gamma: a package of an earlier step, which this one leaves alone
         info = site / f"{name}-1.0.dist-info"
         info.mkdir()
         (info / "REQUESTED").write_text("")
@@ -243,6 +243,8 @@ def test_each_steps_report_is_kept_in_name_order_and_pips_requested_marks_go(ren
     kept = json.loads((tmp_path / "out.json").read_text())
     assert kept == {"version": "1", "install": [{"metadata": {"name": name, "version": "1.0"}, "download_info": download}
                                                 for name in ("Alpha", "beta")]}
+    gamma = site / "gamma-1.0.dist-info"
+    assert (gamma / "REQUESTED").exists() and b"REQUESTED" in (gamma / "RECORD").read_bytes()
     for name in ("alpha", "beta"):
         info = site / f"{name}-1.0.dist-info"
         assert not (info / "REQUESTED").exists()
