@@ -53,18 +53,23 @@ def build(out: Path, release: str, spec: specs.ImageSpec, inputs: tuple[str, Pat
     return report["images"][0]["tag"], time.monotonic() - started
 
 
-def layer_sizes(api: docker.APIClient, tag: str) -> list[int]:
-    """Each layer's uncompressed size, in RootFS order, from the image as `docker save` streams it."""
+def saved_layers(api: docker.APIClient, tag: str) -> list[tuple[int, str]]:
+    """Each layer's uncompressed size and the instruction that made it, in RootFS order, from the image as `docker save`
+    streams it (its configuration's history says which entries made a layer: `empty_layer`)."""
     sizes: dict[str, int] = {}
-    order: list[str] = []
-    stream = api.get_image(tag)
-    with tarfile.open(fileobj=_Chunks(stream), mode="r|") as saved:
+    texts: dict[str, bytes] = {}
+    with tarfile.open(fileobj=_Chunks(api.get_image(tag)), mode="r|") as saved:
         for member in saved:
             sizes[member.name] = member.size
-            if member.name == "manifest.json":
+            if member.name.endswith(".json") or (member.size < 1 << 20 and "blobs/" in member.name):
                 data = saved.extractfile(member)
-                order = json.loads(data.read() if data else b"[]")[0]["Layers"]
-    return [sizes[name] for name in order]
+                texts[member.name] = data.read() if data else b""
+    [manifest] = json.loads(texts["manifest.json"])
+    history = json.loads(texts[manifest["Config"]]).get("history", [])
+    made = [" ".join(entry.get("created_by", "").replace("/bin/bash -o pipefail -c ", "").split())[:70]
+            for entry in history if not entry.get("empty_layer")]
+    made = made if len(made) == len(manifest["Layers"]) else ["?"] * len(manifest["Layers"])
+    return [(sizes[name], words) for name, words in zip(manifest["Layers"], made, strict=True)]
 
 
 class _Chunks:
@@ -83,16 +88,6 @@ class _Chunks:
         return taken
 
 
-def instructions(api: docker.APIClient, tag: str, count: int) -> list[str]:
-    """The instruction that made each of the image's `count` layers, oldest first: the history's entries that made a
-    layer (the classic builder reports 0 B for the rest; an entry of 0 B that made an empty layer is told by count)."""
-    history = list(reversed(api.history(tag)))
-    made = [h for h in history if h["Size"] or "#(nop)" not in h["CreatedBy"] or " COPY " in h["CreatedBy"]
-            or " ADD " in h["CreatedBy"]]
-    words = [" ".join(h["CreatedBy"].replace("/bin/bash -o pipefail -c ", "").split())[:70] for h in made]
-    return (words + ["?"] * count)[:count] if len(words) >= count else ["?"] * count
-
-
 def file_hashes(api: docker.APIClient, tag: str) -> dict[str, str]:
     """path -> sha256 of every regular file of the environment, read in a container of the image."""
     script = f"find {' '.join(ENVIRONMENT)} -type f -print0 2>/dev/null | xargs -0 -r sha256sum"
@@ -108,14 +103,14 @@ def file_hashes(api: docker.APIClient, tag: str) -> dict[str, str]:
 
 def compare(api: docker.APIClient, builder: str, first: str, second: str) -> None:
     one, other = api.inspect_image(first)["RootFS"]["Layers"], api.inspect_image(second)["RootFS"]["Layers"]
-    sizes = layer_sizes(api, first)
-    made = instructions(api, first, len(one))
+    layers = saved_layers(api, first)
+    sizes = [size for size, _ in layers]
     same_bytes = 0
     print(f"[{builder}] {'layer':>5} {'diff ID':>8} {'MB':>9}  instruction")
     for index, (a, b) in enumerate(zip(one, other, strict=False)):
         same = a == b
         same_bytes += sizes[index] if same else 0
-        print(f"[{builder}] {index:5} {'same' if same else 'DIFFERS':>8} {sizes[index] / 1e6:9.1f}  {made[index]}")
+        print(f"[{builder}] {index:5} {'same' if same else 'DIFFERS':>8} {sizes[index] / 1e6:9.3f}  {layers[index][1]}")
     if len(one) != len(other):
         print(f"[{builder}] the images have {len(one)} and {len(other)} layers")
     print(f"[{builder}] bytes in layers that are the same: {same_bytes / 1e6:.1f} of {sum(sizes) / 1e6:.1f} MB, "
