@@ -83,10 +83,10 @@ def print_plan(plan: Plan, options: BuildOptions) -> None:
 
 def build(plan: Plan, options: BuildOptions, engine: Engine) -> Report:
     """Build, and print each failure's message."""
-    buildstage.check_contexts(buildstage.select(plan, options), options.release)
+    jobs = buildstage.select(plan, options)
+    buildstage.check_contexts(jobs, options.release)
     if options.released:
-        err.print(buildstage.check_released(options, buildstage.select(plan, options), engine), highlight=False,
-                  markup=False)
+        err.print(buildstage.check_released(options, jobs, engine), highlight=False, markup=False)
     builder = buildstage.builder_of(options.builder, engine, instance=options.buildx_builder)
     err.print(f"building with {builder.describe()} on {engine.describe()}", highlight=False)
     with shown(options.plain, options.logs_dir) as (emit, logs):

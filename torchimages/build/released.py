@@ -88,15 +88,18 @@ class FromRelease:
 
 
 def check(released: FromRelease, jobs: list[BuildJob], sources: list[wheellock.Source], engine: Engine,
-          base_for: Callable[[str], str | None]) -> None:
+          base_for: Callable[[str], str | None]) -> list[LockedWheel]:
     """Refuse, before any build, a rebuild that cannot give the release's images: an image it does not hold, a locked
-    wheel no source serves with its sha256, a FROM image that is not the one the release was built from."""
+    wheel no source serves with its sha256, a FROM image that is not the one the release was built from. The locked
+    wheels of these builds, each once, when none is refused."""
     lines = released.problems(jobs)
+    wheels = [] if lines else released.wheels(jobs)
     if not lines:
-        lines = wheellock.unserved(released.wheels(jobs), sources)
+        lines = wheellock.unserved(wheels, sources)
         lines += base_problems(released, [job for job in jobs if job.variant == "base"], engine, base_for)
     if lines:
         raise UserError([f"--from-release {released.path}: {line}" for line in lines])
+    return wheels
 
 
 def base_problems(released: FromRelease, jobs: list[BuildJob], engine: Engine,

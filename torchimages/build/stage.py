@@ -115,8 +115,7 @@ def check_released(options: BuildOptions, jobs: list[BuildJob], engine: Engine) 
 
     assert options.released is not None
     sources = released.build_sources(options.inputs, jobs, http_fetch(timeout=60))
-    released.check(options.released, jobs, sources, engine, options.inputs.base_for)
-    wheels = options.released.wheels(jobs)
+    wheels = released.check(options.released, jobs, sources, engine, options.inputs.base_for)
     return (f"from release {options.released.release} ({options.released.path}): images {len(jobs)}, locked wheels "
             f"{len(wheels)}, each served by {' or '.join(map(str, sources))}; each base FROM the image it was built from")
 
