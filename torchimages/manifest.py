@@ -28,6 +28,7 @@ from .input.grammar import (
     VERSION_KEYS,
     count_problem,
     digest_problem,
+    epoch_problem,
     image_name_problem,
     image_platform_problem,
     image_reference_problem,
@@ -51,7 +52,8 @@ from .input.specs import Release, image_tag
 MAX_LOCK = 4 << 20  # a wheel lock of a CUDA image is some kB
 
 IMAGE_FIELDS = ("image", "variant", "tag", "release_tag", "reference", "digest", "size_bytes", "layers", "versions",
-                "content_digest", "smoke", "sbom", "platform", "runs_on", "signature", "wheels", "built_from")
+                "content_digest", "smoke", "sbom", "platform", "runs_on", "signature", "wheels", "built_from",
+                "source_date_epoch")
 TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images", "indexes", "signed_by")
 INDEX_FIELDS = ("name", "release_tag", "reference", "digest", "platforms", "signature")
 SIGNED_BY_FIELDS = ("fingerprint", "public_key")
@@ -103,6 +105,7 @@ class ManifestImage:
     signature: str | None = None  # the digest of its signature manifest (sha256-HEX.sig), when it was signed
     wheels: tuple[str, ...] | None = None  # its wheel lock (torchimages.wheellock), a line a wheel: MANIFEST.wheels/IMAGE.txt
     built_from: BuiltFrom | None = None  # a base image's FROM image, as its build named and found it
+    source_date_epoch: int | None = None  # the time its build gave the environment's files; None in older manifests
 
     @property
     def name(self) -> str:
@@ -190,6 +193,8 @@ class ReleaseManifest:
                                  "packages": item.sbom.packages}
             if item.built_from:
                 entry["built_from"] = vars(item.built_from)
+            if item.source_date_epoch is not None:
+                entry["source_date_epoch"] = item.source_date_epoch
             if item.wheels is not None and wheels_paths:
                 entry["wheels"] = {"path": wheels_paths[item.image], "count": len(item.wheels),
                                    "sha256": hashlib.sha256(lock_bytes(item.wheels)).hexdigest()}
@@ -318,7 +323,15 @@ def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> Manif
         content_digest=fields.text("content_digest", digest_problem, optional=True),
         sbom=read_sbom(fields, folder), wheels=read_wheels(fields, folder), platform=platform,
         runs_on=fields.table("runs_on", runs_on_key_problem, runs_on_value_problem) or None,  # type: ignore[arg-type]
-        signature=fields.text("signature", digest_problem, optional=True), built_from=read_built_from(fields, variant))
+        signature=fields.text("signature", digest_problem, optional=True), built_from=read_built_from(fields, variant),
+        source_date_epoch=read_epoch(fields))
+
+
+def read_epoch(fields: Fields) -> int | None:
+    epoch = fields.value("source_date_epoch", optional=True)
+    if epoch is not None and (why := epoch_problem(epoch)):
+        fields.refuse("source_date_epoch", why)
+    return epoch  # type: ignore[return-value]
 
 
 def read_built_from(fields: Fields, variant: str) -> BuiltFrom | None:

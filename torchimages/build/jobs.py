@@ -17,6 +17,7 @@ from ..errors import UserError
 from ..events import EventSink, StageEvent
 from ..input.grammar import DEFAULT_PLATFORM
 from ..input.specs import ImageSpec, Plan, PlatformImage
+from ..settings import SETTINGS
 from . import cache as buildcache
 from . import contexts
 from .cache import CONTENT_LABEL, CacheSources
@@ -28,6 +29,7 @@ PLATFORM_LABEL = "io.torchimages.platform"  # the platform an image was built fo
 # The GPU generations its torch runs on, '+PTX' where it carries PTX ('7.5 8.0 8.6 9.0 10.0 12.0'), per platform: what
 # `build.py fit` decides with before the pull; 'none' for a CPU image or where the compat data records none
 GPU_ARCHS_LABEL = "io.torchimages.cuda-archs"
+EPOCH_ARG = "SOURCE_DATE_EPOCH"  # the time the environment's files are given (macros.j2: network_args, clamp_times)
 PLATFORM_ARG = "TARGETPLATFORM"  # how a platform other than the default enters the content digest
 
 
@@ -142,6 +144,8 @@ class ReleasedInputs(Protocol):
 
     def base_of(self, image: str) -> str | None: ...
 
+    def source_date_epoch(self, image: str) -> int | None: ...
+
 
 class BuildRunner:
     """Runs jobs on up to `jobs` threads; a variant starts when its base is built."""
@@ -219,7 +223,8 @@ class BuildRunner:
             if why := self._platform_problem(job, base_arg or from_default(context)) or self._locked_cross(job):
                 outcome = BuildOutcome(job.image, job.tag, error=why)
                 return self._ended(job, outcome, started, digest=None, previous=None, reused=False)
-            buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job), **platform_args(job)}
+            buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job), **platform_args(job),
+                         **self._epoch_args(job)}
             digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
             materials = self._materials(job, context, buildargs)
             labels = {**({CONTENT_LABEL: digest} if digest else {}), PLATFORM_LABEL: job.platform,
@@ -244,6 +249,13 @@ class BuildRunner:
         the matrix's (the rendered Dockerfile's default)."""
         return self.inputs.base_for(job.platform) or (self.released.base_of(job.image) if self.released else None)
 
+    def _epoch_args(self, job: BuildJob) -> dict[str, str]:
+        """--from-release: the time its release gave the environment's files (SOURCE_DATE_EPOCH), where that is not
+        the one the rendered Dockerfile declares (settings.source_date_epoch): the same files then make the same
+        layers. Not passed otherwise, so an ordinary build's arguments, and so its content digest, stay as they were."""
+        epoch = self.released.source_date_epoch(job.image) if self.released else None
+        return {EPOCH_ARG: str(epoch)} if epoch is not None and epoch != SETTINGS.source_date_epoch else {}
+
     def _locked_cross(self, job: BuildJob) -> str | None:
         if self.released and self._cross_args(job):
             return (f"--from-release installs each step's lock where the image runs; {job.image} ({job.platform}) would "
@@ -264,7 +276,8 @@ class BuildRunner:
                 "from": reference, "from_id": self.engine.image_id(reference) if reference else None,
                 "wheels": wheels, "indexes": sorted({buildcache.without_credentials(buildargs[name])
                                                      for name in INDEX_ARGS if buildargs.get(name)}),
-                "engine": self.engine.version()}
+                "engine": self.engine.version(),
+                "source_date_epoch": int(buildargs.get(EPOCH_ARG, SETTINGS.source_date_epoch))}
 
     def _ended(self, job: BuildJob, outcome: BuildOutcome, started: float, *, digest: str | None,
                previous: str | None, reused: bool) -> BuildOutcome:

@@ -7,6 +7,8 @@ install step installs exactly the wheels its step locked (the release's lock ass
 pip's hash-checking mode: the build context's `build-config/wheel-lock/STEP.txt`, which the templates install instead
 of the step's requirements when the folder is there (macros.j2: locked_or). A locked wheel that no source of the build
 serves with its sha256 (its --wheelhouse; its indexes unless --offline) is refused before any build, one line each.
+And each image's environment files get the time its release gave them (the manifest's `source_date_epoch`,
+SOURCE_DATE_EPOCH): the same wheels then make the same layers, which the rebuild can be checked by.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class ReleasedImage:
     image: str
     built_from: BuiltFrom | None
     wheels: tuple[LockedWheel, ...] | None  # None: the release recorded no lock for it
+    source_date_epoch: int | None  # None: the release recorded none (built with the settings' one, or before it)
 
     def step_locks(self) -> dict[str, str]:
         """Each step's lock (empty for a step that installed nothing, as pip then does again): every step is written,
@@ -52,7 +55,8 @@ class FromRelease:
         made = manifest.read(path)
         images = {item.image: ReleasedImage(item.image, item.built_from,
                                             None if item.wheels is None
-                                            else tuple(wheellock.parse_line(line) for line in item.wheels))
+                                            else tuple(wheellock.parse_line(line) for line in item.wheels),
+                                            item.source_date_epoch)
                   for item in made.images}
         return cls(path, made.release, images)
 
@@ -81,6 +85,10 @@ class FromRelease:
 
     def step_locks(self, image: str) -> dict[str, str]:
         return self.images[image].step_locks()
+
+    def source_date_epoch(self, image: str) -> int | None:
+        """The time the release's build gave the image's environment files, to give them again (build.jobs)."""
+        return self.images[image].source_date_epoch
 
     def base_of(self, image: str) -> str | None:
         built_from = self.images[image].built_from

@@ -362,13 +362,25 @@ def optional_problem(value: object, check: Check) -> str | None:
 
 
 MATERIAL_FIELDS = ("dockerfile", "dockerfile_sha256", "from", "from_id", "wheels", "indexes", "engine")
+# Recorded since releases are rebuilt layer for layer (build --from-release): absent in older reports
+LATER_MATERIAL_FIELDS = ("source_date_epoch",)
+
+
+def epoch_problem(value: object) -> str | None:
+    """SOURCE_DATE_EPOCH: the seconds since 1970 a build gave its environment's files (a whole number, as JSON's true
+    is not 1; before 2106, as tar's and most file systems' times are)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+        return "must be a whole number of seconds since 1970 (SOURCE_DATE_EPOCH), from 0 to 4294967295"
+    return None
 
 
 def materials_problem(materials: object) -> str | None:
     """What a build read, as its provenance will say: every value through the grammar (a wheel by its file name and
     sha256, an index URL without credentials, the FROM image by reference and ID)."""
-    if not isinstance(materials, dict) or set(materials) != set(MATERIAL_FIELDS):
-        return f"must be an object of exactly {', '.join(MATERIAL_FIELDS)}"
+    if not isinstance(materials, dict) or not set(MATERIAL_FIELDS) <= set(materials) <= {*MATERIAL_FIELDS,
+                                                                                       *LATER_MATERIAL_FIELDS}:
+        return (f"must be an object of exactly {', '.join(MATERIAL_FIELDS)} (and, from later builds, "
+                f"{', '.join(LATER_MATERIAL_FIELDS)})")
     wheels, indexes = materials["wheels"], materials["indexes"]
     problems = [
         text_problem(materials["dockerfile"], lambda v: None if v in ("Dockerfile", "Dockerfile.buildkit") else
@@ -380,6 +392,8 @@ def materials_problem(materials: object) -> str | None:
         None if isinstance(wheels, dict) else "wheels must be an object of file name -> sha256",
         None if isinstance(indexes, list) else "indexes must be a list of URLs",
     ]
+    if "source_date_epoch" in materials and (why := epoch_problem(materials["source_date_epoch"])):
+        problems.append(f"source_date_epoch {why}")
     if isinstance(wheels, dict):
         problems += [text_problem(name, wheel_name_problem) or text_problem(sha, sha256_problem)
                      for name, sha in wheels.items()]

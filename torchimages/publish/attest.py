@@ -52,7 +52,8 @@ def provenance_predicate(record: ImageRecord, item: ManifestImage, release: str)
             "buildType": BUILD_TYPE,
             "externalParameters": {"release": release, "entry": record.entry, "image": record.image,
                                    "variant": record.variant, "platform": record.platform, "versions": item.versions},
-            "internalParameters": {"content_digest": record.content_digest, "reused": record.reused},
+            "internalParameters": {"content_digest": record.content_digest, "reused": record.reused,
+                                   "source_date_epoch": materials.get("source_date_epoch")},
             "resolvedDependencies": dependencies,
         },
         "runDetails": {

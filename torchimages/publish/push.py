@@ -271,7 +271,8 @@ def manifest_image(record: ImageRecord, report: Report, made: ReleaseManifest) -
                          content_digest=record.content_digest, sbom=sbom, platform=record.platform, runs_on=record.runs_on,
                          wheels=tuple(record.wheels) if record.wheels is not None else None,
                          smoke=SmokeCounts(smoke.passed, smoke.failed, smoke.skipped, smoke.skipped_no_gpu),
-                         built_from=built_from(record))
+                         built_from=built_from(record),
+                         source_date_epoch=(record.materials or {}).get("source_date_epoch"))
 
 
 def built_from(record: ImageRecord) -> BuiltFrom | None:

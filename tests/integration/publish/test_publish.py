@@ -343,6 +343,9 @@ def test_a_release_is_rebuilt_from_its_lock_and_a_wheel_no_source_serves_is_refu
     built_from = next(i for i in pushed["manifest"]["images"] if i["image"] == name)["built_from"]
     assert built_from["image"] == cpu_build.options[1] and built_from["id"] == api.inspect_image(built_from["image"])["Id"]
     assert records[name]["materials"]["from"] == built_from["image"]
+    # the time the release gave its environment's files, recorded in its manifest and given again
+    epoch = next(i for i in pushed["manifest"]["images"] if i["image"] == name)["source_date_epoch"]
+    assert epoch == records[name]["materials"]["source_date_epoch"] == SETTINGS.source_date_epoch
     # The same wheels, the same environment layers: the rebuild's torch and `pip:` layers are the release's, byte for
     # byte (docs/building.md, "Reproducible layers"), though pip installed from the lock and ran again.
     released = environment_layers(api, cpu_build.tags["base"])

@@ -23,12 +23,15 @@ from torchimages.build.jobs import BuildJob, BuildRunner, Selection, plan_jobs
 from torchimages.build.released import FromRelease
 from torchimages.engine import BuildOutcome
 from torchimages.errors import UserError
-from torchimages.input.grammar import locked_wheel_problem
+from torchimages.input.grammar import locked_wheel_problem, materials_problem
 from torchimages.manifest import BuiltFrom
+from torchimages.publish import push
+from torchimages.report import Report
+from torchimages.settings import SETTINGS
 
 from ..conftest import digest, plan_of
 from ..fake_engine import FakeEngine
-from ..release_files import CPU, IMAGES, candidates
+from ..release_files import CPU, IMAGES, REPOSITORY, candidates, pushed_record
 
 ENTRY = """
 registry: registry.example.com/ml/pytorch
@@ -50,10 +53,12 @@ JUPYTER_WHEELS = (*BASE_WHEELS, wheel("jupyterlab", "jupyter"))
 
 
 def release(folder: Path, *, locks: dict[str, tuple[wheellock.LockedWheel, ...]] | None = None,
-            built_from: dict | None = None) -> Path:
+            built_from: dict | None = None, epoch: object = None) -> Path:
     """A release manifest whose base and jupyter images carry locks (c.wheels/IMAGE.txt) and whose base names the image
-    it was built FROM."""
+    it was built FROM; every image records `epoch` as its SOURCE_DATE_EPOCH where one is given."""
     data = candidates(folder)
+    for entry in data["images"] if epoch is not None else ():
+        entry["source_date_epoch"] = epoch
     (folder / "c.wheels").mkdir(exist_ok=True)
     locks = {CPU: BASE_WHEELS, IMAGES[1]: JUPYTER_WHEELS} if locks is None else locks
     for entry in data["images"]:
@@ -153,6 +158,45 @@ def test_base_image_given_wins_over_the_released_one(tmp_path: Path) -> None:
     assert builder.base_images[CPU] == "localhost/other:1"
 
 
+@pytest.mark.parametrize(("recorded", "passed"), [
+    (1700000000, "1700000000"),  # another release's time: given to every build
+    (SETTINGS.source_date_epoch, None),  # the rendered Dockerfile's own: the build's arguments stay as they were
+    (None, None),  # an older release, which recorded none
+])
+def test_a_rebuild_gives_the_environment_the_time_its_release_recorded_and_records_it(
+        tmp_path: Path, recorded: int | None, passed: str | None) -> None:
+    from_release = FromRelease.read(release(tmp_path, epoch=recorded))
+    builder = LockRecordingBuilder()
+    engine = FakeEngine(images={BASE: {"Id": BASE_ID, "Os": "linux", "Architecture": "amd64", "Config": {}}}).engine
+    outcomes = BuildRunner(engine, BuildInputs(), lambda _event: None, builder=builder, released=from_release).run(
+        [job for job in jobs_of(tmp_path) if job.variant in ("base", "jupyter")])
+    assert builder.epochs == {CPU: passed, IMAGES[1]: passed}
+    recorded_now = {image: outcome.materials["source_date_epoch"] for image, outcome in outcomes.items()}
+    assert recorded_now == dict.fromkeys((CPU, IMAGES[1]), recorded or SETTINGS.source_date_epoch)
+    assert all(materials_problem(outcome.materials) is None for outcome in outcomes.values())
+
+
+def test_the_time_travels_from_the_build_into_the_manifest_and_back(tmp_path: Path) -> None:
+    materials = {"dockerfile": "Dockerfile", "dockerfile_sha256": "0" * 64, "from": BASE, "from_id": BASE_ID,
+                 "wheels": {}, "indexes": [], "engine": "20.10.24", "source_date_epoch": 1700000000}
+    report = Report("v2.7", "matrix.yaml", images=[pushed_record(materials=materials)], folder=tmp_path)
+    pushed = push.manifest([report], REPOSITORY).by_name()[CPU]
+    assert (pushed.source_date_epoch, pushed.built_from) == (1700000000, BuiltFrom(BASE, BASE_ID))
+    read = manifest.read(release(tmp_path, epoch=1700000000))
+    written, _ = manifest.write(read.promoted(), tmp_path / "out" / "v2.7.json")
+    assert {item.source_date_epoch for item in manifest.read(written).images} == {1700000000}
+    assert {item.source_date_epoch for item in manifest.read(release(tmp_path / "older")).images} == {None}
+
+
+@pytest.mark.parametrize("epoch", [-1, 2**32, "1700000000", True, 1.5])
+def test_a_recorded_time_that_is_not_one_is_refused_naming_the_field(tmp_path: Path, epoch: object) -> None:
+    with pytest.raises(UserError, match=r"images\[0\].*source_date_epoch.*whole number of seconds"):
+        manifest.read(release(tmp_path, epoch=epoch))
+    materials = {"dockerfile": "Dockerfile", "dockerfile_sha256": "0" * 64, "from": "", "from_id": None, "wheels": {},
+                 "indexes": [], "engine": "20.10.24", "source_date_epoch": epoch}
+    assert "source_date_epoch must be a whole number" in (materials_problem(materials) or "")
+
+
 @dataclass
 class LockRecordingBuilder:
     """Records each build's FROM and the wheel locks its context holds (the context is gone after the build)."""
@@ -161,12 +205,14 @@ class LockRecordingBuilder:
     dockerfile: str = "Dockerfile"
     locks: dict[str, dict[str, str]] = field(default_factory=dict)
     base_images: dict[str, str | None] = field(default_factory=dict)
+    epochs: dict[str, str | None] = field(default_factory=dict)
 
     def build(self, image: str, context: Path, tag: str, *, buildargs: dict[str, str], emit: object,
               cancel: threading.Event, **_options: object) -> BuildOutcome:
         folder = context / "build-config" / released.LOCKS
         self.locks[image] = {file.name: file.read_text() for file in folder.iterdir()} if folder.is_dir() else {}
         self.base_images[image] = buildargs.get("BASE_IMAGE")
+        self.epochs[image] = buildargs.get("SOURCE_DATE_EPOCH")
         return BuildOutcome(image, tag, image_id=digest(image))
 
     def stop_builds(self) -> None: ...
