@@ -18,6 +18,7 @@ from .options import (
     build_options,
     build_options_from,
     images_option,
+    junit_option,
     load_plan,
     logs_option,
     matrix_option,
@@ -47,6 +48,7 @@ from .workspace import Workspace
 @tag_option("Release tag that names this set of images, e.g. v2.7.")
 @images_option("--images", "images_dir", "Where to render the build contexts")
 @build_options
+@junit_option
 @click.pass_context
 def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir: Path | None, dry_run: bool,
          **values: object) -> None:
@@ -68,7 +70,8 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
     if dry_run:
         release_stages.print_plan(plan, options)
         return
-    sys.exit(release_stages.run(plan, options, push=push, require_gpu=bool(values["require_gpu"])))
+    sys.exit(release_stages.run(plan, options, push=push, require_gpu=bool(values["require_gpu"]),
+                                junit=values["junit"]))  # type: ignore[arg-type]
 
 
 @main.command()
@@ -226,8 +229,9 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
               help="Images whose suites run at a time, each in containers of its own.")
 @plain_option
 @logs_option
+@junit_option
 def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Path | None, jobs: int, plain: bool,
-               logs: Path | None, **values: object) -> None:
+               logs: Path | None, junit: Path | None, **values: object) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
     from . import release as release_stages
     from .build import jobs as buildjobs
@@ -239,7 +243,7 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
                if selection.matches(job.name, job.image)]
     sys.exit(release_stages.test_built(plan, release, targets, Workspace.report(release, report),
                                        require_gpu=require_gpu, plain=plain, logs=Workspace.logs(release, logs),
-                                       parallel=jobs))
+                                       parallel=jobs, junit=junit))
 
 
 @main.command(name="bench")
@@ -270,9 +274,11 @@ def bench_command(*, matrix_path: Path, release: str | None, local: bool, second
 @click.option("--python", "python", default=sys.executable, show_default=True,
               help="The interpreter that has torch; pytest runs in this one.")
 @require_gpu_option
-def selfcheck(python: str, require_gpu: bool) -> None:
+@junit_option
+def selfcheck(python: str, require_gpu: bool, junit: Path | None) -> None:
     """The suite's GPU and compute checks against this host's torch (a GPU machine without Docker)."""
-    sys.exit(selfcheck_stage.main(["--python", python, *(["--require-gpu"] if require_gpu else [])]))
+    sys.exit(selfcheck_stage.main(["--python", python, *(["--require-gpu"] if require_gpu else []),
+                                   *(["--junit", str(junit)] if junit else [])]))
 
 
 @main.command()

@@ -108,6 +108,9 @@ def selection_from(values: dict) -> Selection:
 plain_option = click.option("--plain", is_flag=True, help="Timestamped lines instead of the live view (every stage).")
 logs_option = click.option("--logs", type=click.Path(path_type=Path), callback=output_folder,
                            help="Folder of per-image logs: IMAGE.log, IMAGE.smoke.log, IMAGE.push.log [logs/RELEASE].")
+junit_option = click.option("--junit", type=click.Path(path_type=Path), callback=output_folder,
+                            help="Folder of JUnit XML files, one per tested image (IMAGE.xml): a testcase per check, "
+                                 "for CI systems and test dashboards.")
 require_gpu_option = click.option("--require-gpu", is_flag=True,
                                   help="Smoke suite: fail, instead of skip, the GPU checks when no GPU is present.")
 

@@ -26,11 +26,13 @@ from .events import EventSink
 from .input.specs import Plan
 from .publish.pushstage import PushOptions, push_report
 from .report import Report
+from .verify import junit as junitxml
 from .verify import smokestage
 from .verify.smoke import SmokeRunner, Target
 
 
-def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_gpu: bool) -> int:
+def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_gpu: bool,
+        junit: Path | None = None) -> int:
     """The main job: render, build, smoke-test what was built and, when asked, push what passed; the exit code."""
     buildstage.select(plan, options)  # a selection that matches nothing is refused before anything is rendered
     credentials = push.credentials() if push else None  # a password on stdin is read before the long build
@@ -59,7 +61,8 @@ def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_
                             f"`build.py push --tag {options.release}` with the same push options publishes them (a tag "
                             "already pushed is not pushed again)") from None
         err.print(written_manifest)
-    return finish(report, options.report_path, failed=not pushed)
+    return finish(report, options.report_path, failed=not pushed, junit=junit,
+                  tested=[record.image for record in report.images])
 
 
 @contextmanager
@@ -130,11 +133,16 @@ def smoke(engine: Engine, targets: list[Target], report: Report, *, require_gpu:
               "of a GPU (skips are not passes)", highlight=False)
 
 
-def finish(report: Report, path: Path, *, failed: bool = False) -> int:
-    """Summary table and report; 1 if any image was not built or failed its smoke suite (or `failed`), else 0."""
+def finish(report: Report, path: Path, *, failed: bool = False, junit: Path | None = None,
+           tested: list[str] | None = None) -> int:
+    """Summary table and report (and, with --junit, a JUnit file of each `tested` image); 1 if any image was not built
+    or failed its smoke suite (or `failed`), else 0."""
     out.print(report.summary())
     json_path, markdown_path = write_report(report, path)
     out.print(f"report: {json_path} ({markdown_path.name})")
+    if junit is not None:
+        written = junitxml.write_report(report, junit, tested or [])
+        out.print(f"junit: {len(written)} files in {junit}")
     return 1 if failed or not all(record.ok for record in report.images) else 0
 
 
@@ -163,11 +171,11 @@ def build_rendered(plan: Plan, options: BuildOptions, *, pulling: PushOptions | 
 
 
 def test_built(plan: Plan, release: str, jobs: list[BuildJob], report_path: Path, *, require_gpu: bool, plain: bool,
-               logs: Path, parallel: int) -> int:
+               logs: Path, parallel: int, junit: Path | None = None) -> int:
     """`test`: the smoke suite in each built image of `jobs`, its results added to the release's report."""
     results_report = smokestage.load_report(report_path, release, plan.file)
     smoke(Engine(), targets_of(jobs), results_report, require_gpu=require_gpu, plain=plain, logs=logs, jobs=parallel)
-    return finish(results_report, report_path)
+    return finish(results_report, report_path, junit=junit, tested=[job.image for job in jobs])
 
 
 def push_tested(release: str, report_path: Path, options: PushOptions, *, plain: bool, logs: Path,

@@ -278,15 +278,16 @@ def tags_set_aside(api: docker.APIClient, tags: list[str]) -> Iterator[None]:
 
 
 def smoke_test(build: EntryBuild, folder: Path, only: str | None = None) -> tuple[subprocess.CompletedProcess[str], dict]:
-    """`build.py test` on a built entry (or the images `only` matches), two suites at a time; the result and the
-    report it wrote."""
+    """`build.py test` on a built entry (or the images `only` matches), two suites at a time, with --junit; the result
+    and the report it wrote (`_path`; the JUnit files' folder: `_junit`)."""
     report = folder / "report.json"
     shutil.copyfile(build.report_path, report)
     platforms = [word for platform in sorted({r["platform"] for r in build.report["images"]})
                  for word in ("--platform", platform)]  # the platforms it was built for
     result = build_py("test", "--matrix", str(build.matrix), "--tag", build.release, "--only", only or f"{build.spec.name}*",
-                      *platforms, "--jobs", "2", "--report", str(report), timeout=1200, env=build.env)
-    return result, {**json.loads(report.read_text()), "_path": str(report)}
+                      *platforms, "--jobs", "2", "--report", str(report), "--junit", str(folder / "junit"), timeout=1200,
+                      env=build.env)
+    return result, {**json.loads(report.read_text()), "_path": str(report), "_junit": str(folder / "junit")}
 
 
 @pytest.fixture(scope="session")

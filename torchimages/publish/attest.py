@@ -17,7 +17,7 @@ import json
 from .. import __version__
 from ..manifest import ManifestImage
 from ..report import ImageRecord
-from ..verify.smoke import NO_GPU
+from ..verify.suite import NO_GPU
 
 SBOM_TYPE = "https://spdx.dev/Document"
 PROVENANCE_TYPE = "https://slsa.dev/provenance/v1"

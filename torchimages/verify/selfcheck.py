@@ -14,11 +14,14 @@ import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from ..errors import visible
+from ..errors import UserError, visible
+from ..files import atomic_write
 from ..input import grammar
 from ..settings import SETTINGS
+from . import junit
 from .suite import SMOKE_DIR, pytest_options
 
 SUITE = ("test_gpu.py", "test_compute.py")
@@ -84,6 +87,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--python", default=sys.executable,
                         help="the interpreter that has torch (default: this one); pytest runs in this one")
     parser.add_argument("--require-gpu", action="store_true", help="fail, instead of skip, the GPU checks without a GPU")
+    parser.add_argument("--junit", type=Path, help="folder to write selfcheck.xml into: a JUnit testcase per check")
     args = parser.parse_args(argv)
     try:
         if not (SETTINGS.root / "tests" / "smoke").is_dir():
@@ -100,4 +104,26 @@ def main(argv: list[str]) -> int:
           flush=True)
     with tempfile.TemporaryDirectory(prefix="selfcheck-") as tmp:
         pytest = command(args.python, host, require_gpu=args.require_gpu, facts_file=Path(tmp) / "facts.json")
-        return subprocess.run(pytest, check=False, cwd=SETTINGS.root).returncode
+        if args.junit:
+            pytest += [f"--junitxml={Path(tmp) / 'junit.xml'}", "-o", "junit_family=xunit2"]
+        started = time.monotonic()
+        code = subprocess.run(pytest, check=False, cwd=SETTINGS.root).returncode
+        if args.junit:
+            return junit_written(Path(tmp) / "junit.xml", args.junit, host, time.monotonic() - started) or code
+    return code
+
+
+def junit_written(pytest_file: Path, folder: Path, host: dict, seconds: float) -> int:
+    """The checks pytest ran as FOLDER/selfcheck.xml; 2 when that cannot be done (said on stderr)."""
+    try:
+        checks = junit.pytest_checks(pytest_file)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "selfcheck.xml"
+        properties = {"torch": host["torch"], "cuda": host["cuda"] or "none", "gpus": str(host["gpus"])}
+        atomic_write(path, junit.document([junit.checks_suite("selfcheck", checks, properties=properties,
+                                                              seconds=seconds)]))
+    except (RuntimeError, OSError, UserError) as exc:
+        print(f"error: --junit {folder}: {exc}", file=sys.stderr)
+        return 2
+    print(f"junit: {path}")
+    return 0

@@ -22,7 +22,6 @@ import urllib.request
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from xml.etree import ElementTree
 
 from ..containers import Containers, free_port
 from ..engine import ENGINE_ERRORS, Engine
@@ -30,10 +29,10 @@ from ..input.grammar import DEFAULT_PLATFORM
 from ..input.specs import ImageSpec
 from ..report import SmokeStage
 from ..settings import SETTINGS
-from .suite import SMOKE_DIR, pytest_options
+from .junit import pytest_checks
+from .suite import NO_GPU, SMOKE_DIR, pytest_options
 
 PROBES_IN_CONTAINER = "/tmp/torchimages-probes"
-NO_GPU = "no GPU given to the container"
 SUITES = {
     "base": ("test_versions.py", "test_hygiene.py", "test_gpu_ready.py", "test_compute.py", "test_gpu.py"),
     "jupyter": ("test_versions.py", "test_hygiene.py", "test_jupyter.py"),
@@ -41,7 +40,6 @@ SUITES = {
     # the GPU-ready tier again: the compiler must add no second copy of a CUDA library
     "devel": ("test_versions.py", "test_hygiene.py", "test_gpu_ready.py", "test_devel.py"),
 }
-HOST_PARAMETER = re.compile(r"-?(?:docker|local)://[0-9a-f]*")  # testinfra's host id in test names
 # Above the sum of the checks' own timeouts (each command in a container runs under `timeout`); past it pytest is
 # interrupted, and what ran until then is still reported (run_pytest).
 SUITE_TIMEOUT = 3600
@@ -342,26 +340,7 @@ def run_pytest(arguments: list[str], junit: Path, *, budget: float, cwd: Path,
 def parse_junit(path: Path) -> list[Check]:
     """The checks of pytest's junit file; one that cannot be read (a suite killed while writing it) is the suite's
     error (RuntimeError, which the runner records as the image's result)."""
-    try:
-        root = ElementTree.parse(path).getroot()
-    except (ElementTree.ParseError, OSError) as exc:
-        raise RuntimeError(f"the suite's results ({path.name}) could not be read: {exc}") from None
-    checks = []
-    for case in root.iter("testcase"):
-        name = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{HOST_PARAMETER.sub('', case.get('name', ''))}"
-        name = name.replace("[]", "")
-        outcome, message = "passed", ""
-        properties = {p.get("name"): p.get("value", "") for p in case.iter("property")}
-        tier = properties.get("tier", "")
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome, message = "failed", (child.get("message") or "") + "\n" + (child.text or "")[-1500:]
-            elif child.tag == "skipped":
-                outcome, message = "skipped", child.get("message") or ""
-        if outcome == "passed":
-            message = properties.get("note", "")  # what a passing check could not prove here
-        checks.append(Check(name, outcome, message.strip(), tier))
-    return checks
+    return [Check(**check) for check in pytest_checks(path)]
 
 
 def wait_http(url: str, timeout: float, containers: Containers, container: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..settings import SETTINGS
 
 SMOKE_DIR = SETTINGS.root / "tests" / "smoke"
+NO_GPU = "no GPU given to the container"  # how the suite says a GPU check was skipped for lack of a GPU
 
 
 def pytest_options(smoke_dir: Path = SMOKE_DIR) -> list[str]:

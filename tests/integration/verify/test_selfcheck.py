@@ -12,7 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import junitparser
 import pytest
+
+from torchimages.verify import junit
 
 from ..conftest import ROOT, run
 
@@ -63,14 +66,21 @@ def test_the_smoke_suite_page_gives_these_steps() -> None:
         assert line in readme, f"docs/smoke-suite.md no longer gives: {line}"
 
 
-def test_selfcheck_on_a_host_with_only_torch(gpu_host: dict[str, Path]) -> None:
+def test_selfcheck_on_a_host_with_only_torch(gpu_host: dict[str, Path], tmp_path: Path) -> None:
     before = on_gpu_host(gpu_host, "python3 build.py selfcheck")
     assert before.returncode == 2 and "lacks pytest, pytest-testinfra" in before.stderr, before.stderr
     assert "Traceback" not in before.stderr
     installed = on_gpu_host(gpu_host, INSTALL)
     assert installed.returncode == 0, installed.stderr[-3000:]
-    checked = on_gpu_host(gpu_host, RUN)
+    checked = on_gpu_host(gpu_host, f"{RUN} --junit {tmp_path / 'junit'}")
     assert checked.returncode == 0, checked.stdout[-4000:] + checked.stderr[-2000:]
+    # --junit: the same checks as JUnit XML, the GPU ones skipped for want of a GPU marked so
+    suite = next(iter(junitparser.JUnitXml.fromfile(str(tmp_path / "junit" / "selfcheck.xml"))))
+    cases = {case.name: case for case in suite}
+    assert suite.tests == checked.stdout.count(" PASSED") + checked.stdout.count(" SKIPPED") > 10, checked.stdout
+    assert suite.failures == suite.errors == 0 and suite.skipped == checked.stdout.count(" SKIPPED")
+    assert not cases["test_torch_compile_cpu[local]"].result
+    assert any(result.message.startswith(junit.GPU_SKIP) for case in suite for result in case.result)
     assert "selfcheck: torch " in checked.stdout and ", 0 GPU(s), probes run by " in checked.stdout
     for name in ("test_dataloader_with_workers_through_shm", "test_torch_compile_cpu", "test_amp_cpu_bf16"):
         assert f"{name}[local] PASSED" in checked.stdout, checked.stdout[-4000:]

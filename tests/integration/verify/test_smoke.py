@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import docker
+import junitparser
 import pytest
 
 from torchimages.containers import Containers
 from torchimages.engine import Engine
+from torchimages.verify import junit
 from torchimages.verify.smoke import NO_GPU, SSH_FORMS, Check, SmokeResult, SmokeRunner, Target
 
 from ..conftest import EntryBuild
@@ -38,6 +41,18 @@ def test_gpu_checks_are_skipped_with_their_reason_never_passed(smoke_run: tuple)
     assert gpu_checks and all(c["outcome"] == "skipped" and NO_GPU in c["message"] for c in gpu_checks), gpu_checks
     assert base["skipped_no_gpu"] == len(gpu_checks) >= 8
     assert "checks skipped for lack of a GPU (skips are not passes)" in result.stderr
+
+
+def test_the_junit_files_count_what_the_suite_counted(smoke_run: tuple) -> None:
+    """`build.py test --junit DIR` (smoke_test passes it): a file per tested image, read back by a JUnit parser."""
+    _result, report = smoke_run
+    for record in report["images"]:
+        smoke = record["stages"]["smoke"]
+        suite = next(iter(junitparser.JUnitXml.fromfile(str(Path(report["_junit"]) / f"{record['image']}.xml"))))
+        assert (suite.name, suite.tests, suite.failures, suite.skipped, suite.errors) == (
+            record["image"], smoke["passed"] + smoke["failed"] + smoke["skipped"], smoke["failed"], smoke["skipped"], 0)
+        gpu_skips = [r for case in suite for r in case.result if r.message.startswith(f"{junit.GPU_SKIP}{NO_GPU}")]
+        assert len(gpu_skips) == smoke["skipped_no_gpu"] > 0, record["image"]
 
 
 BROKEN = {  # the case: the variant it breaks and what its Dockerfile adds on top of the good image
