@@ -246,6 +246,40 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
                                        parallel=jobs, junit=junit))
 
 
+@main.command(name="audit")
+@matrix_option
+@tag_option("Release tag of the built images, e.g. v2.7.", required=True)
+@selection_options
+@click.option("--advisories", type=click.Path(path_type=Path, exists=True),
+              help="OSV advisories: a folder or a zip of OSV JSON documents (the per-ecosystem exports).")
+@click.option("--allowlist", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="Accepted advisories (vulnerabilities.yaml): id, images and packages globs, reason, expires.")
+@click.option("--fail-on", type=click.Choice(("LOW", "MEDIUM", "HIGH", "CRITICAL"), case_sensitive=False),
+              default="HIGH", show_default=True,
+              help="Fail on an advisory with a published fix at this severity or above (or none given) that no entry "
+                   "allows.")
+@click.option("--require-audit", is_flag=True, help="Fail, instead of saying 'not checked', without --advisories.")
+@click.option("--out", "out_file", type=click.Path(path_type=Path, dir_okay=False), callback=output_file,
+              help="The results as JSON, a Markdown table beside it [reports/RELEASE/audit.json].")
+def audit_command(*, matrix_path: Path, release: str, advisories: Path | None, allowlist: Path | None, fail_on: str,
+                  require_audit: bool, out_file: Path | None, **values: object) -> None:
+    """Match each built image's Python and Debian packages against OSV advisories; fail on a fixable one not allowed."""
+    import datetime
+
+    from .build import jobs as buildjobs
+    from .verify import audit
+
+    plan = load_plan(matrix_path, quiet=True)
+    selection = selection_from(values)
+    jobs = [job for job in buildjobs.select(plan, release, Workspace(matrix_path).images(), selection)
+            if selection.matches(job.name, job.image)]
+    out_path = out_file or Workspace.report(release, None).with_name("audit.json")
+    sys.exit(audit.run({job.image: job.tag for job in jobs}, advisories=advisories, allowlist=allowlist,
+                       fail_on=fail_on, require=require_audit, out=out_path, today=datetime.date.today(),
+                       say=lambda line: (err if line.startswith(("error", "warning")) else out).print(
+                           line, highlight=False, markup=False)))
+
+
 @main.command(name="bench")
 @matrix_option
 @tag_option("Release tag of the built images, e.g. v2.7 (not with --local).")

@@ -95,6 +95,13 @@ def control_problem(value: str) -> str | None:
     return None
 
 
+def short_line_problem(value: str, limit: int = 100) -> str | None:
+    """An id or version another tool wrote (an advisory's): one line of visible text, at most `limit` characters."""
+    if len(value) > limit:
+        return f"at most {limit} characters, not {len(value)}"
+    return control_problem(value)
+
+
 def reason_problem(value: str) -> str | None:
     """A stated reason (size_growth_reason): a sentence for the reviewer, not a value anything runs."""
     if not value.strip() or len(value) > 300:
