@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -38,6 +39,10 @@ from .options import (
 from .settings import ROOT_ENV, SETTINGS, is_checkout
 from .verify import selfcheck as selfcheck_stage
 from .workspace import Workspace
+
+if TYPE_CHECKING:  # the build stage's modules load when a command runs (the note below)
+    from .build.jobs import BuildJob
+    from .input.specs import Plan
 
 # The stages that talk to the engine (build, smoke, bench, push) import the Docker SDK, which costs more than the
 # rest of the tool together: commands import them when they run, so validate, render and matrix answer at once.
@@ -219,6 +224,16 @@ def merge_manifest(repository: str, out_path: Path, reports: tuple[Path, ...]) -
     out.print(f"release manifest: {json_path} ({markdown_path.name}): {len(made.images)} images")
 
 
+def named_jobs(plan: Plan, release: str, matrix_path: Path, values: dict) -> list[BuildJob]:
+    """The built images the selection names (test, audit): a variant's base, brought along for a build, only when
+    named too."""
+    from .build import jobs as buildjobs
+
+    selection = selection_from(values)
+    return [job for job in buildjobs.select(plan, release, Workspace(matrix_path).images(), selection)
+            if selection.matches(job.name, job.image)]
+
+
 @main.command(name="test")
 @matrix_option
 @tag_option("Release tag of the built images, e.g. v2.7.", required=True)
@@ -234,13 +249,9 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
                logs: Path | None, junit: Path | None, **values: object) -> None:
     """Run the smoke suite in each built image (containers started as users run them)."""
     from . import release as release_stages
-    from .build import jobs as buildjobs
 
     plan = load_plan(matrix_path, quiet=True)
-    selection = selection_from(values)
-    # Only the images named: a variant's base, brought along for a build, is not tested unless named too.
-    targets = [job for job in buildjobs.select(plan, release, Workspace(matrix_path).images(), selection)
-               if selection.matches(job.name, job.image)]
+    targets = named_jobs(plan, release, matrix_path, values)
     sys.exit(release_stages.test_built(plan, release, targets, Workspace.report(release, report),
                                        require_gpu=require_gpu, plain=plain, logs=Workspace.logs(release, logs),
                                        parallel=jobs, junit=junit))
@@ -266,13 +277,10 @@ def audit_command(*, matrix_path: Path, release: str, advisories: Path | None, a
     """Match each built image's Python and Debian packages against OSV advisories; fail on a fixable one not allowed."""
     import datetime
 
-    from .build import jobs as buildjobs
     from .verify import audit
 
     plan = load_plan(matrix_path, quiet=True)
-    selection = selection_from(values)
-    jobs = [job for job in buildjobs.select(plan, release, Workspace(matrix_path).images(), selection)
-            if selection.matches(job.name, job.image)]
+    jobs = named_jobs(plan, release, matrix_path, values)
     out_path = out_file or Workspace.report(release, None).with_name("audit.json")
     sys.exit(audit.run({job.image: job.tag for job in jobs}, advisories=advisories, allowlist=allowlist,
                        fail_on=fail_on, require=require_audit, out=out_path, today=datetime.date.today(),

@@ -22,7 +22,7 @@ import yaml
 
 from ..errors import UserError, visible
 from ..files import atomic_write
-from ..input.grammar import control_problem
+from ..input.grammar import control_problem, short_line_problem
 from . import osv
 
 ALLOWLIST_FIELDS = ("id", "images", "packages", "reason", "expires")
@@ -71,7 +71,7 @@ def read_allowlist(path: Path) -> list[AllowEntry]:
         texts = {}
         for key, default in (("id", None), ("images", "*"), ("packages", "*"), ("reason", None)):
             value = item.get(key, default)
-            if not isinstance(value, str) or not value.strip() or control_problem(value) or len(value) > 300:
+            if not isinstance(value, str) or not value.strip() or short_line_problem(value, limit=300):
                 raise UserError(f"{where}: field {key!r} must be one line of text" +
                                 (" (why the advisory is accepted)" if key == "reason" else ""))
             texts[key] = value

@@ -300,8 +300,10 @@ def compare(ecosystem: str, a: str, b: str) -> int:
     return debian_compare(a, b)
 
 
-def same_package(ecosystem: str, a: str, b: str) -> bool:
-    return canonicalize_name(a) == canonicalize_name(b) if family(ecosystem) == "PyPI" else a == b
+def package_key(ecosystem: str, name: str) -> tuple[str, str]:
+    """How a package is named across advisories and images: PyPI's names by PEP 503 (Jinja2 is jinja2), dpkg's as
+    they are, within the ecosystem's family."""
+    return family(ecosystem), canonicalize_name(name) if family(ecosystem) == "PyPI" else name
 
 
 # --- matching ---------------------------------------------------------------------------------------------------------
@@ -310,14 +312,16 @@ def findings(advisories: Iterable[Advisory], packages: Iterable[tuple[str, str, 
     """Each advisory that affects an installed package (ecosystem, name, version; the ecosystem as OSV names it,
     Debian:12 or PyPI), with the first fixed version above the installed one. Withdrawn advisories count for nothing;
     an advisory for Debian:11 does not touch a Debian 12 image, one for plain `Debian` touches every release."""
-    installed = list(packages)
+    by_name: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    for ecosystem, name, version in packages:  # an export holds thousands of advisories; an image, ~1000 packages
+        by_name.setdefault(package_key(ecosystem, name), []).append((ecosystem, name, version))
     found = []
     for advisory in advisories:
         if advisory.withdrawn:
             continue
         for affected in advisory.affected:
-            for ecosystem, name, version in installed:
-                if not ecosystem_matches(affected.ecosystem, ecosystem) or not same_package(ecosystem, affected.name, name):
+            for ecosystem, name, version in by_name.get(package_key(affected.ecosystem, affected.name), ()):
+                if not ecosystem_matches(affected.ecosystem, ecosystem):
                     continue
                 hit = affects(affected, ecosystem, version)
                 if hit is not None:
