@@ -16,6 +16,8 @@ from .input.grammar import since_version_problem
 from .input.lock import LockFile
 from .input.lock import stale as stale_pins
 from .options import (
+    audit_inputs_from,
+    audit_options,
     build_options,
     build_options_from,
     images_option,
@@ -53,6 +55,7 @@ if TYPE_CHECKING:  # the build stage's modules load when a command runs (the not
 @tag_option("Release tag that names this set of images, e.g. v2.7.")
 @images_option("--images", "images_dir", "Where to render the build contexts")
 @build_options
+@audit_options
 @junit_option
 @click.pass_context
 def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir: Path | None, dry_run: bool,
@@ -72,11 +75,12 @@ def main(ctx: click.Context, matrix_path: Path, release: str | None, images_dir:
     images_dir = Workspace(matrix_path).images(images_dir)
     options = build_options_from(release, images_dir, values, repository=str(values["push_registry"] or plan.registry))
     push = push_options_if_asked(plan, values, release)  # checked before a long build, not after it
+    audited = audit_inputs_from(values)  # read before the build: a bad advisory file is refused now
     if dry_run:
         release_stages.print_plan(plan, options)
         return
     sys.exit(release_stages.run(plan, options, push=push, require_gpu=bool(values["require_gpu"]),
-                                junit=values["junit"]))  # type: ignore[arg-type]
+                                junit=values["junit"], audited=audited))  # type: ignore[arg-type]
 
 
 @main.command()
@@ -261,31 +265,35 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
 @matrix_option
 @tag_option("Release tag of the built images, e.g. v2.7.", required=True)
 @selection_options
-@click.option("--advisories", type=click.Path(path_type=Path, exists=True),
-              help="OSV advisories: a folder or a zip of OSV JSON documents (the per-ecosystem exports).")
-@click.option("--allowlist", type=click.Path(path_type=Path, exists=True, dir_okay=False),
-              help="Accepted advisories (vulnerabilities.yaml): id, images and packages globs, reason, expires.")
-@click.option("--fail-on", type=click.Choice(("LOW", "MEDIUM", "HIGH", "CRITICAL"), case_sensitive=False),
-              default="HIGH", show_default=True,
-              help="Fail on an advisory with a published fix at this severity or above (or none given) that no entry "
-                   "allows.")
-@click.option("--require-audit", is_flag=True, help="Fail, instead of saying 'not checked', without --advisories.")
+@audit_options
+@report_option()
 @click.option("--out", "out_file", type=click.Path(path_type=Path, dir_okay=False), callback=output_file,
               help="The results as JSON, a Markdown table beside it [reports/RELEASE/audit.json].")
-def audit_command(*, matrix_path: Path, release: str, advisories: Path | None, allowlist: Path | None, fail_on: str,
-                  require_audit: bool, out_file: Path | None, **values: object) -> None:
-    """Match each built image's Python and Debian packages against OSV advisories; fail on a fixable one not allowed."""
+def audit_command(*, matrix_path: Path, release: str, report: Path | None, out_file: Path | None,
+                  **values: object) -> None:
+    """Match each built image's Python and Debian packages against OSV advisories; fail on a fixable one not allowed.
+    Each result is recorded in the release's report, where one is: push pushes nothing while an audit failed."""
     import datetime
 
-    from .verify import audit
+    from . import release as release_stages
+    from .report import Report
+    from .verify import auditstage
 
     plan = load_plan(matrix_path, quiet=True)
     jobs = named_jobs(plan, release, matrix_path, values)
-    out_path = out_file or Workspace.report(release, None).with_name("audit.json")
-    sys.exit(audit.run({job.image: job.tag for job in jobs}, advisories=advisories, allowlist=allowlist,
-                       fail_on=fail_on, require=require_audit, out=out_path, today=datetime.date.today(),
-                       say=lambda line: (err if line.startswith(("error", "warning")) else out).print(
-                           line, highlight=False, markup=False)))
+    inputs = audit_inputs_from(values)
+    report_path = Workspace.report(release, report)
+    run_report = Report.load(report_path) if report_path.exists() else None
+    if run_report is not None and run_report.release != release:
+        raise UserError(f"{report_path} is the report of release {run_report.release}, not {release}: give --report "
+                        f"the report of {release}")
+    passed = auditstage.run({job.image: job.tag for job in jobs}, inputs, report=run_report,
+                            out=out_file or report_path.with_name("audit.json"), today=datetime.date.today(),
+                            say=release_stages.say)
+    if run_report is not None:
+        run_report.write(report_path)
+        out.print(f"report: {report_path}", highlight=False, markup=False)
+    sys.exit(0 if passed else 1)
 
 
 @main.command(name="bench")

@@ -26,6 +26,7 @@ from .input.grammar import (
     RUNS_ON_KEYS,
     VARIANTS,
     VERSION_KEYS,
+    audit_problem,
     count_problem,
     digest_problem,
     epoch_problem,
@@ -53,7 +54,7 @@ MAX_LOCK = 4 << 20  # a wheel lock of a CUDA image is some kB
 
 IMAGE_FIELDS = ("image", "variant", "tag", "release_tag", "reference", "digest", "size_bytes", "layers", "versions",
                 "content_digest", "smoke", "sbom", "platform", "runs_on", "signature", "wheels", "built_from",
-                "source_date_epoch")
+                "source_date_epoch", "audit")
 TOP_FIELDS = ("release", "candidate", "promoted_from", "repository", "images", "indexes", "signed_by")
 INDEX_FIELDS = ("name", "release_tag", "reference", "digest", "platforms", "signature")
 SIGNED_BY_FIELDS = ("fingerprint", "public_key")
@@ -106,6 +107,7 @@ class ManifestImage:
     wheels: tuple[str, ...] | None = None  # its wheel lock (torchimages.wheellock), a line a wheel: MANIFEST.wheels/IMAGE.txt
     built_from: BuiltFrom | None = None  # a base image's FROM image, as its build named and found it
     source_date_epoch: int | None = None  # the time its build gave the environment's files; None in older manifests
+    audit: dict[str, object] | None = None  # its packages against known advisories (grammar.AUDIT_FIELDS); None: not run
 
     @property
     def name(self) -> str:
@@ -195,6 +197,8 @@ class ReleaseManifest:
                 entry["built_from"] = vars(item.built_from)
             if item.source_date_epoch is not None:
                 entry["source_date_epoch"] = item.source_date_epoch
+            if item.audit is not None:
+                entry["audit"] = item.audit
             if item.wheels is not None and wheels_paths:
                 entry["wheels"] = {"path": wheels_paths[item.image], "count": len(item.wheels),
                                    "sha256": hashlib.sha256(lock_bytes(item.wheels)).hexdigest()}
@@ -324,7 +328,14 @@ def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> Manif
         sbom=read_sbom(fields, folder), wheels=read_wheels(fields, folder), platform=platform,
         runs_on=fields.table("runs_on", runs_on_key_problem, runs_on_value_problem) or None,  # type: ignore[arg-type]
         signature=fields.text("signature", digest_problem, optional=True), built_from=read_built_from(fields, variant),
-        source_date_epoch=read_epoch(fields))
+        source_date_epoch=read_epoch(fields), audit=read_audit(fields))
+
+
+def read_audit(fields: Fields) -> dict[str, object] | None:
+    audit = fields.value("audit", optional=True)
+    if audit is not None and (why := audit_problem(audit)):
+        fields.refuse("audit", why)
+    return audit  # type: ignore[return-value]
 
 
 def read_epoch(fields: Fields) -> int | None:
@@ -470,6 +481,18 @@ def host_index(manifest: ReleaseManifest) -> dict[str, object]:
             "tags": list(tags.values())}
 
 
+def audit_cell(audit: dict[str, object] | None) -> str:
+    """What the audit found, in words: 'not run' where no audit was (a release older than the gate)."""
+    if audit is None:
+        return "not run"
+    findings = audit["findings"]
+    assert isinstance(findings, list)
+    if audit["source"] is None:
+        return str(audit["status"])
+    allowed = sum(1 for finding in findings if finding["allowed_by"])
+    return f"{audit['status']} at {audit['fail_on']}: {len(findings)} advisories, {allowed} allowed"
+
+
 def markdown_table(manifest: ReleaseManifest) -> str:
     """Every value in it passed the reader's grammar (names, digests, versions): nothing to escape."""
     lines = [f"# Release {manifest.release}", ""]
@@ -479,12 +502,13 @@ def markdown_table(manifest: ReleaseManifest) -> str:
         lines += [f"| {index.name} | `{manifest.repository}@{index.digest}` | "
                   f"{', '.join(platform for platform, _image in index.platforms)} |" for index in manifest.indexes]
         lines += ["", "Each platform's image:", ""]
-    lines += ["| image | platform | pin | torch | cuda | cudnn | python | smoke |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["| image | platform | pin | torch | cuda | cudnn | python | smoke | audit |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for item in manifest.images:
         v, s = item.versions, item.smoke
         lines.append(f"| {item.image} | {item.platform} | `{manifest.reference(item)}` | {v.get('torch')} | "
                      f"{v.get('cuda') or '-'} | {v.get('cudnn') or '-'} | {v.get('python')} | "
-                     f"{s.passed} passed, {s.skipped_no_gpu} GPU skipped |")
+                     f"{s.passed} passed, {s.skipped_no_gpu} GPU skipped | {audit_cell(item.audit)} |")
     if manifest.signed_by:
         lines += ["", f"Signed, with the SBOM, provenance and smoke results attested, by the key "
                       f"`{manifest.signed_by.fingerprint}`; verify a tag with `python build.py verify REFERENCE --key "

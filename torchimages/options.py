@@ -15,7 +15,7 @@ from .errors import UserError
 from .files import check_output_file, check_output_folder
 from .input import grammar, planning
 from .input import matrix as matrix_stage
-from .input.grammar import PLATFORMS, VARIANTS, release_problem
+from .input.grammar import PLATFORMS, SEVERITIES, VARIANTS, release_problem
 from .input.matrix import FLAVORS
 from .input.specs import Plan, Release
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .manifest import ReleaseManifest
     from .publish.pushstage import PushOptions
     from .publish.signing import SigningKey
+    from .verify.auditstage import AuditInputs
 
 
 def matrix_option(function: Callable[..., None]) -> Callable[..., None]:
@@ -111,6 +112,34 @@ logs_option = click.option("--logs", type=click.Path(path_type=Path), callback=o
 junit_option = click.option("--junit", type=click.Path(path_type=Path), callback=output_folder,
                             help="Folder of JUnit XML files, one per tested image (IMAGE.xml): a testcase per check, "
                                  "for CI systems and test dashboards.")
+def audit_options(function: Callable[..., None]) -> Callable[..., None]:
+    """The audit's inputs (`audit` and the main job, where it runs after the suite and before any push)."""
+    options = [
+        click.option("--advisories", type=click.Path(path_type=Path, exists=True),
+                     envvar="TORCHIMAGES_ADVISORIES",
+                     help="OSV advisories: a folder or a zip of OSV JSON documents (the per-ecosystem exports)."),
+        click.option("--allowlist", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+                     envvar="TORCHIMAGES_ALLOWLIST",
+                     help="Accepted advisories (vulnerabilities.yaml): id, images and packages globs, reason, expires."),
+        click.option("--fail-on", type=click.Choice(SEVERITIES, case_sensitive=False), default="HIGH",
+                     show_default=True,
+                     help="Fail on an advisory with a published fix at this severity or above (or none given) that no "
+                          "entry allows."),
+        click.option("--require-audit", is_flag=True, help="Fail, instead of saying 'not checked', without --advisories."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+def audit_inputs_from(values: dict) -> AuditInputs:
+    """The advisories and the allowlist, read and checked now: before a long build, not after it."""
+    from .verify.auditstage import AuditInputs
+
+    return AuditInputs.read(values["advisories"], values["allowlist"], fail_on=str(values["fail_on"]),
+                            require=bool(values["require_audit"]))
+
+
 require_gpu_option = click.option("--require-gpu", is_flag=True,
                                   help="Smoke suite: fail, instead of skip, the GPU checks when no GPU is present.")
 

@@ -1,4 +1,4 @@
-"""A release, stage by stage: render -> build -> smoke -> publish -> report, and the exit policy.
+"""A release, stage by stage: render -> build -> smoke -> audit -> publish -> report, and the exit policy.
 
 cli.py parses options and calls these. One engine connection serves every stage of a command; each stage emits its
 progress as events (events.StageEvent) into the same view (`shown`), does its own work and records it on the
@@ -7,6 +7,7 @@ report's image records; `finish` turns the records into the exit code (ImageReco
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,14 +27,16 @@ from .events import EventSink
 from .input.specs import Plan
 from .publish.pushstage import PushOptions, push_report
 from .report import Report
+from .verify import auditstage, smokestage
 from .verify import junit as junitxml
-from .verify import smokestage
+from .verify.auditstage import NO_AUDIT, AuditInputs
 from .verify.smoke import SmokeRunner, Target
 
 
 def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_gpu: bool,
-        junit: Path | None = None) -> int:
-    """The main job: render, build, smoke-test what was built and, when asked, push what passed; the exit code."""
+        junit: Path | None = None, audited: AuditInputs = NO_AUDIT) -> int:
+    """The main job: render, build, smoke-test what was built, audit what passed and, when asked and the audit did not
+    fail, push what passed; the exit code."""
     buildstage.select(plan, options)  # a selection that matches nothing is refused before anything is rendered
     credentials = push.credentials() if push else None  # a password on stdin is read before the long build
     if push:  # cache sources on the registry pushed to are pulled as the same user
@@ -47,6 +50,11 @@ def run(plan: Plan, options: BuildOptions, *, push: PushOptions | None, require_
     if built:
         smoke(engine, targets_of(built), report, require_gpu=require_gpu, plain=options.plain, logs=options.logs_dir,
               jobs=options.jobs)
+    if not audit(engine, report, audited, options.report_path) and push:
+        err.print("error: the audit failed (above): nothing pushed. Once each line is mended (a newer package, or an "
+                  "allowlist entry with its reason), run the same command again", highlight=False, markup=False)
+        return finish(report, options.report_path, failed=True, junit=junit,
+                      tested=[record.image for record in report.images])
     pushed = True
     if push:
         # Written before the push: a push cut short (the registry, syft, a full disk) leaves the report of what was
@@ -131,6 +139,21 @@ def smoke(engine: Engine, targets: list[Target], report: Report, *, require_gpu:
     failed = sum(1 for r in results if not r.ok)
     err.print(f"smoke: {len(results) - failed} of {len(results)} images passed; {skipped} checks skipped for lack "
               "of a GPU (skips are not passes)", highlight=False)
+
+
+def audit(engine: Engine, report: Report, inputs: AuditInputs, report_path: Path) -> bool:
+    """The audit stage on each image that passed its suite (the image the suite ran); whether the gate passed."""
+    tested = {record.image: (record.smoke.image_id if record.smoke else None) or record.tag
+              for record in report.images if record.smoke_passed and not record.over_budget}
+    if not tested:
+        return True
+    return auditstage.run(tested, inputs, report=report, out=report_path.with_name("audit.json"),
+                          today=datetime.date.today(), say=say, engine=engine)
+
+
+def say(line: str) -> None:
+    """A stage's line as it was written: errors and warnings on stderr."""
+    (err if line.startswith(("error", "warning")) else out).print(line, highlight=False, markup=False)
 
 
 def finish(report: Report, path: Path, *, failed: bool = False, junit: Path | None = None,

@@ -19,6 +19,7 @@ from .files import atomic_write, load
 from .input.grammar import (
     DEFAULT_PLATFORM,
     VARIANTS,
+    audit_problem,
     control_problem,
     digest_problem,
     entry_name_problem,
@@ -93,7 +94,27 @@ class SbomStage:
     packages: dict[str, int]  # purl type (deb, pypi, ...) -> count
 
 
-STAGES = {"smoke": SmokeStage, "push": PushStage, "sbom": SbomStage}
+@dataclass
+class AuditStage:
+    """The image's packages against known advisories (verify/auditstage.py): passed, failed, or not checked (no
+    advisory source); each finding (grammar.FINDING_FIELDS) and each line that failed it."""
+
+    status: str
+    fail_on: str
+    source: str | None
+    findings: list[dict[str, Any]]
+    problems: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+    def cell(self) -> str:
+        allowed = sum(1 for finding in self.findings if finding["allowed_by"])
+        return f"{self.status}: {len(self.findings)} advisories, {allowed} allowed" if self.source else self.status
+
+
+STAGES = {"smoke": SmokeStage, "push": PushStage, "sbom": SbomStage, "audit": AuditStage}
 BUILT = ("built", "not built here")  # results of an image that exists: built in this run, or only tested in it
 
 
@@ -116,6 +137,7 @@ class ImageRecord:
     smoke: SmokeStage | None = None
     push: PushStage | None = None
     sbom: SbomStage | None = None
+    audit: AuditStage | None = None  # its packages against known advisories, after its suite
     bench: dict[str, Any] | None = None  # the benchmark's rows as it printed them, or {"error": ...}
     over_budget: str | None = None  # why its size is over the budget (torchimages.build.budget), or None
     content_digest: str | None = None  # what its build read, release aside (torchimages.build.cache)
@@ -133,18 +155,24 @@ class ImageRecord:
 
     @property
     def releasable(self) -> bool:
-        """What may be pushed: its suite passed and it is within its size budget."""
-        return self.smoke_passed and not self.over_budget
+        """What may be pushed: its suite passed, it is within its size budget, its audit did not fail."""
+        return self.smoke_passed and not self.over_budget and self.audit_ok
+
+    @property
+    def audit_ok(self) -> bool:
+        return self.audit is None or self.audit.ok
 
     @property
     def ok(self) -> bool:
-        """The exit policy: the image exists, its suite, if it ran, passed, and it is within its size budget."""
-        return self.result in BUILT and (self.smoke is None or self.smoke.ok) and not self.over_budget
+        """The exit policy: the image exists, its suite, if it ran, passed, it is within its size budget and its
+        audit, if it ran, did not fail."""
+        return (self.result in BUILT and (self.smoke is None or self.smoke.ok) and not self.over_budget
+                and self.audit_ok)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON shape: the stages under "stages", as every report has held them."""
         data = asdict(self)
-        stages = {name: data.pop(name) for name in ("smoke", "push", "sbom", "bench")}
+        stages = {name: data.pop(name) for name in ("smoke", "push", "sbom", "audit", "bench")}
         data["stages"] = {name: value for name, value in stages.items() if value is not None}
         return data
 
@@ -207,6 +235,11 @@ class Report:
             for r in tiered:
                 tiers = r.smoke.tiers
                 lines.append(f"| {r.image} | {tier_cell(tiers.get('gpu-ready'))} | {tier_cell(tiers.get('needs-gpu'))} |")
+        audited = [r for r in self.images if r.audit and r.audit.findings]
+        if audited:
+            lines += ["", "## Known vulnerabilities", "", "| image | advisory | package | installed | fixed in | severity "
+                      "| allowed by |", "|---|---|---|---|---|---|---|"]
+            lines += [finding_row(r.image, finding) for r in audited for finding in r.audit.findings]  # type: ignore[union-attr]
         failures = [r for r in self.images if r.error]
         if failures:
             lines += ["", "## Problems", ""] + [f"- **{r.image}**: {r.error}" for r in failures]
@@ -227,6 +260,14 @@ class Report:
         for r in self.images:
             table.add_row(r.image, r.tag, r.result, human(r.size_bytes), seconds(r.build_seconds), smoke_cell(r))
         return table
+
+
+def finding_row(image: str, finding: dict[str, Any]) -> str:
+    """A finding as a table row; its values passed the grammar (one line of visible text) but may hold '|'."""
+    cells = [image, ", ".join([finding["id"], *finding["aliases"]]), f"{finding['package']} ({finding['ecosystem']})",
+             finding["installed"], finding["fixed"] or "no fix", finding["severity"] or "unknown",
+             finding["allowed_by"] or "-"]
+    return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
 
 
 def smoke_cell(record: ImageRecord) -> str:
@@ -323,6 +364,8 @@ def record_problem(record: ImageRecord) -> tuple[str, str] | None:
         checks += [("stages.push.reference", text_problem(push.reference, image_reference_problem)),
                    ("stages.push.digest", optional_problem(push.digest, digest_problem)),
                    ("stages.push.candidate", optional_problem(push.candidate, tag_part_problem))]
+    if record.audit is not None:
+        checks.append(("stages.audit", audit_problem(asdict(record.audit))))
     if record.sbom is not None:
         sbom = record.sbom
         checks += [("stages.sbom.path", text_problem(sbom.path, relative_path_problem)),

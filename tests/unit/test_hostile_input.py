@@ -384,6 +384,8 @@ OPTION_VARIABLES = [
     ("TORCHIMAGES_CACHE_FROM", "UPPER/Case", DRY, "--cache-from UPPER/Case"),
     ("TORCHIMAGES_PYPI_INDEX", "file:///etc/passwd", [*REFRESH, "--skip-wheel-index"], "could not read the indexes"),
     ("TORCHIMAGES_WHEEL_INDEX", "file:///etc", REFRESH, "could not read the indexes (InvalidSchema"),
+    ("TORCHIMAGES_ADVISORIES", "{tmp}/previous.json", DRY, "not a folder or a zip of OSV JSON files"),
+    ("TORCHIMAGES_ALLOWLIST", "{tmp}/previous.json", DRY, "previous.json: not a readable YAML allowlist"),
 ]
 
 

@@ -73,7 +73,7 @@ def test_only_stages_and_orchestration_import_a_stage() -> None:
                 if is_stage(target) and not is_stage(name_of(path)) and name_of(path) not in ORCHESTRATION]
     assert not reaching, f"a work module imports a stage: {reaching}"
     stages = sorted(name_of(path) for path in modules() if is_stage(name_of(path)))
-    assert stages == ["build.stage", "publish.promotestage", "publish.pushstage", "verify.benchstage",
+    assert stages == ["build.stage", "publish.promotestage", "publish.pushstage", "verify.auditstage", "verify.benchstage",
                       "verify.smokestage"]
 
 

@@ -3,6 +3,7 @@ themselves run for real in tests/integration; here they are replaced so that the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from torchimages.input import matrix, specs
 from torchimages.publish.pushstage import PushOptions
 from torchimages.report import ImageRecord, Report, SmokeStage
 from torchimages.settings import SETTINGS
+from torchimages.verify import audit
+from torchimages.verify.auditstage import AuditInputs
 
 SBOM_FAILURE = "syft could not read sha256:bb47b974fe17: write /tmp/stereoscope-1/image.tar: no space left on device"
 
@@ -70,3 +73,34 @@ def test_a_run_without_a_push_writes_its_report_once_at_the_end(main_job: tuple,
     monkeypatch.setattr(Report, "write", lambda self, path: (written.append(path), (path, path.with_suffix(".md")))[1])
     assert release.run(plan, options, push=None, require_gpu=False) == 0
     assert written == [options.report_path]
+
+
+def test_a_failed_audit_stops_the_release_before_any_push_and_an_allowlist_entry_lets_it_through(
+        main_job: tuple, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan, options, report = main_job
+    jinja = next(record.image for record in report.images if record.variant == "jupyter")
+    monkeypatch.setattr(audit, "image_packages", lambda tags, _engine=None: {
+        image: [("PyPI", "Jinja2", "3.1.6")] if image == jinja else [] for image in tags})
+    advisories = tmp_path / "advisories"
+    advisories.mkdir()
+    (advisories / "GHSA-test.json").write_text(json.dumps({
+        "id": "GHSA-test", "aliases": ["CVE-2099-1"], "modified": "2026-12-01T00:00:00Z",
+        "database_specific": {"severity": "HIGH"},
+        "affected": [{"package": {"ecosystem": "PyPI", "name": "jinja2"},
+                      "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "3.1.7"}]}]}]}))
+    pushes: list[Report] = []
+    monkeypatch.setattr(release, "push_report", lambda _e, pushed, *_a, **_o: (pushes.append(pushed), (True, "m"))[1])
+    push = PushOptions("127.0.0.1:5443/ml/pytorch")
+    code = release.run(plan, options, push=push, require_gpu=False, audited=AuditInputs.read(advisories, None))
+    said = capsys.readouterr().err
+    assert code == 1 and pushes == [], said
+    assert f"error: {jinja}: GHSA-test (CVE-2099-1): Jinja2 3.1.6 is affected, fixed in 3.1.7, severity HIGH" in said
+    assert "nothing pushed" in said
+    statuses = {r.image: r.audit.status for r in Report.load(options.report_path).images}  # type: ignore[union-attr]
+    assert statuses[jinja] == "failed" and list(statuses.values()).count("passed") == 2
+    allowlist = tmp_path / "vulnerabilities.yaml"
+    allowlist.write_text("- id: CVE-2099-1\n  reason: templates come from the image only\n  expires: 2099-01-31\n")
+    code = release.run(plan, options, push=push, require_gpu=False, audited=AuditInputs.read(advisories, allowlist))
+    printed = capsys.readouterr()
+    assert code == 0 and len(pushes) == 1, printed.err
+    assert f"audit: {jinja}: GHSA-test in Jinja2 allowed by" in printed.out, printed.out

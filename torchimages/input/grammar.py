@@ -39,6 +39,7 @@ def pattern(text: str, flags: int = 0) -> re.Pattern[str]:
 # machine name wheels are tagged with for each.
 VARIANTS = ("jupyter", "ssh", "devel")
 PLATFORMS = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+SEVERITIES = ("LOW", "MEDIUM", "HIGH", "CRITICAL")  # an advisory's, in order (CVSS v3's ratings)
 DEFAULT_PLATFORM = "linux/amd64"  # what an entry without `platforms` is built for
 
 # Debian policy 5.6.1 (package names) and 5.6.12 (versions: [epoch:]upstream[-revision]).
@@ -407,6 +408,47 @@ def materials_problem(materials: object) -> str | None:
     if isinstance(indexes, list):
         problems += [text_problem(url, lambda v: url_problem(v, "index")) for url in indexes]
     return next((f"materials: {why}" for why in problems if why), None)
+
+
+AUDIT_FIELDS = ("status", "fail_on", "source", "findings", "problems")
+AUDIT_STATUSES = ("passed", "failed", "not checked")
+FINDING_FIELDS = ("id", "aliases", "ecosystem", "package", "installed", "fixed", "severity", "allowed_by")
+MAX_FINDINGS = 10_000
+
+
+def audit_problem(audit: object) -> str | None:
+    """An image's audit as the report and the release manifest record it (verify/auditstage.py): its status, the
+    level it failed on, where the advisories came from, each finding and each line that failed it; a "failed" audit
+    names at least one line, a "passed" or "not checked" one none."""
+    if not isinstance(audit, dict) or set(audit) != set(AUDIT_FIELDS):
+        return f"audit: must be an object of exactly {', '.join(AUDIT_FIELDS)}"
+    findings, lines = audit["findings"], audit["problems"]
+    if not isinstance(findings, list) or not isinstance(lines, list) or max(len(findings), len(lines)) > MAX_FINDINGS:
+        return f"audit: findings and problems must be lists of at most {MAX_FINDINGS}"
+    problems = [
+        None if audit["status"] in AUDIT_STATUSES else f"status must be one of {', '.join(AUDIT_STATUSES)}",
+        None if audit["fail_on"] in SEVERITIES else f"fail_on must be one of {', '.join(SEVERITIES)}",
+        optional_problem(audit["source"], lambda value: short_line_problem(value, 1000)),
+        None if bool(lines) == (audit["status"] == "failed") else "a failed audit names what failed it, no other does",
+        *(text_problem(line, lambda value: short_line_problem(value, 1000)) for line in lines),
+        *(finding_problem(finding) for finding in findings),
+    ]
+    return next((f"audit: {why}" for why in problems if why), None)
+
+
+def finding_problem(finding: object) -> str | None:
+    """One advisory that affects one installed package, as recorded: every value a short line of visible text."""
+    if not isinstance(finding, dict) or set(finding) != set(FINDING_FIELDS):
+        return f"each finding must be an object of exactly {', '.join(FINDING_FIELDS)}"
+    aliases = finding["aliases"]
+    if not isinstance(aliases, list) or len(aliases) > 100:
+        return "a finding's aliases must be a list of at most 100"
+    problems = [text_problem(finding[key], short_line_problem) for key in ("id", "ecosystem", "package", "installed")]
+    problems += [optional_problem(finding[key], short_line_problem) for key in ("fixed", "allowed_by")]
+    problems += [text_problem(alias, short_line_problem) for alias in aliases]
+    if finding["severity"] is not None and finding["severity"] not in SEVERITIES:
+        problems.append(f"a finding's severity must be one of {', '.join(SEVERITIES)}, or null")
+    return next((f"finding {visible(str(finding['id']))[:100]!r}: {why}" for why in problems if why), None)
 
 
 RULES: dict[str, Check] = {"release": release_problem}  # what scripts ask: python -m torchimages.input.grammar KIND VALUE

@@ -29,6 +29,9 @@ def checked_candidates(candidates_path: Path, release: str, options: PushOptions
     if candidates.release != release or candidates.repository != options.repository:
         raise UserError(f"{candidates_path} is release {candidates.release} in {candidates.repository}, "
                         f"not {release} in {options.repository}")
+    failed = [item.image for item in candidates.images if item.audit and item.audit["status"] == "failed"]
+    if failed:  # push refuses to push such images; a manifest merged from other runs' reports may hold them
+        raise UserError(f"{candidates_path}: the audit failed for {', '.join(failed)}: nothing promoted")
     release_path = Workspace.release_manifest(release, options.manifest_path)
     manifest.check_writable(release_path)
     manifest.sbom_contents(candidates)

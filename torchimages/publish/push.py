@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -272,7 +272,8 @@ def manifest_image(record: ImageRecord, report: Report, made: ReleaseManifest) -
                          wheels=tuple(record.wheels) if record.wheels is not None else None,
                          smoke=SmokeCounts(smoke.passed, smoke.failed, smoke.skipped, smoke.skipped_no_gpu),
                          built_from=built_from(record),
-                         source_date_epoch=(record.materials or {}).get("source_date_epoch"))
+                         source_date_epoch=(record.materials or {}).get("source_date_epoch"),
+                         audit=asdict(record.audit) if record.audit else None)
 
 
 def built_from(record: ImageRecord) -> BuiltFrom | None:

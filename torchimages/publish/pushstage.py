@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import manifest
 from ..engine import CONTAINERD_STORE, Engine
-from ..errors import UserError
+from ..errors import Problem, UserError
 from ..events import EventSink, StageEvent
 from ..input import grammar
 from ..input.grammar import REGISTRY
@@ -131,6 +131,7 @@ def push_report(engine: Engine, report: Report, options: PushOptions, emit: Even
     if options.release is None:
         raise UserError("a push needs the release it is of: --tag")
     release = options.release
+    check_audit(report, report_path)
     publisher = publish.Publisher(engine, options.repository, release, credentials=credentials,
                                   ca=options.registry_ca, force=options.force, emit=emit)
     path = Workspace.release_manifest(release.name, options.manifest_path)
@@ -149,6 +150,16 @@ def push_report(engine: Engine, report: Report, options: PushOptions, emit: Even
     also = f" and {len(made.indexes)} image indexes" if made.indexes else ""
     return (indexes_ok and proofs_ok and all(outcome.error is None for outcome in outcomes),
             f"release manifest: {json_path} ({markdown_path.name}): {len(made.images)} images{also}")
+
+
+def check_audit(report: Report, report_path: Path) -> None:
+    """The release's gate: no image is pushed while any image's audit failed (verify/auditstage.py)."""
+    failed = [record for record in report.images if not record.audit_ok]
+    if failed:
+        lines = [line for record in failed for line in record.audit.problems][:10]  # type: ignore[union-attr]
+        said = [f"{report_path}: the audit failed for {', '.join(r.image for r in failed)}; nothing pushed", *lines,
+                "mend each (a newer package, or an allowlist entry with its reason) and audit again"]
+        raise UserError([Problem("", None, None, None, line) for line in said])
 
 
 def prove(made: manifest.ReleaseManifest, report: Report, key: SigningKey, publisher: publish.Publisher,

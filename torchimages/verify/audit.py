@@ -14,16 +14,20 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from ..errors import UserError, visible
 from ..files import atomic_write
-from ..input.grammar import control_problem, short_line_problem
+from ..input.grammar import SEVERITIES, control_problem, short_line_problem
 from . import osv
+
+if TYPE_CHECKING:  # the Docker SDK loads when an image is read, not when advisories are
+    from ..engine import Engine
 
 ALLOWLIST_FIELDS = ("id", "images", "packages", "reason", "expires")
 # What runs in the image: its OS, its Debian packages by source, the distributions its python imports
@@ -133,7 +137,7 @@ class ImageAudit:
 
 
 def reaches(severity: str | None, fail_on: str) -> bool:
-    return severity is None or osv.SEVERITIES.index(severity) >= osv.SEVERITIES.index(fail_on)
+    return severity is None or SEVERITIES.index(severity) >= SEVERITIES.index(fail_on)
 
 
 @dataclass
@@ -182,25 +186,39 @@ def markdown(result: AuditResult) -> str:
 
 
 def as_json(result: AuditResult) -> dict[str, object]:
-    return {"fail_on": result.fail_on, "failed": result.failed, "images": [{
-        "image": image.image, "findings": [{
-            "id": f.advisory.id, "aliases": list(f.advisory.aliases), "ecosystem": f.ecosystem, "package": f.package,
-            "installed": f.installed, "fixed": f.fixed, "severity": f.advisory.severity,
-            "allowed_by": image.covered[index].id if index in image.covered else None}
-            for index, f in enumerate(image.findings)]} for image in result.images],
-        "expired_entries": [entry.id for entry in result.expired], "unused_entries": [entry.id for entry in result.unused]}
+    return {"fail_on": result.fail_on, "failed": result.failed,
+            "images": [{"image": image.image, "findings": finding_records(image)} for image in result.images],
+            "expired_entries": [entry.id for entry in result.expired], "unused_entries": [entry.id for entry in result.unused]}
+
+
+def finding_records(image: ImageAudit) -> list[dict[str, object]]:
+    """Each finding as the report, the manifest and audit.json record it (grammar.FINDING_FIELDS)."""
+    return [{"id": f.advisory.id, "aliases": list(f.advisory.aliases), "ecosystem": f.ecosystem, "package": f.package,
+             "installed": f.installed, "fixed": f.fixed, "severity": f.advisory.severity,
+             "allowed_by": image.covered[index].id if index in image.covered else None}
+            for index, f in enumerate(image.findings)]
 
 
 def problems(result: AuditResult) -> list[str]:
-    """The lines that fail the gate, one each."""
-    lines = [f"{entry.where}: {entry.id} expired on {entry.expires} ({entry.reason}): review it, or the fix"
-             for entry in result.expired]
-    for image in result.images:
-        for finding in image.failing(result.fail_on):
-            lines.append(f"{image.image}: {finding.advisory.id} ({', '.join(finding.advisory.aliases) or 'no alias'}): "
-                         f"{finding.package} {finding.installed} is affected, fixed in {finding.fixed}, severity "
-                         f"{finding.advisory.severity or 'unknown'}")
-    return lines
+    """The lines that fail the gate, one each: every expired entry once, then each image's failing findings."""
+    return [expired_line(entry) for entry in result.expired] + [
+        line for image in result.images for line in failing_lines(image, result.fail_on)]
+
+
+def image_problems(result: AuditResult, image: ImageAudit) -> list[str]:
+    """What fails one image: the expired entries its name matches, its failing findings."""
+    return ([expired_line(entry) for entry in result.expired if fnmatch.fnmatchcase(image.image, entry.images)]
+            + failing_lines(image, result.fail_on))
+
+
+def expired_line(entry: AllowEntry) -> str:
+    return f"{entry.where}: {entry.id} expired on {entry.expires} ({entry.reason}): review it, or the fix"
+
+
+def failing_lines(image: ImageAudit, fail_on: str) -> list[str]:
+    return [f"{image.image}: {finding.advisory.id} ({', '.join(finding.advisory.aliases) or 'no alias'}): "
+            f"{finding.package} {finding.installed} is affected, fixed in {finding.fixed}, severity "
+            f"{finding.advisory.severity or 'unknown'}" for finding in image.failing(fail_on)]
 
 
 def write_outputs(result: AuditResult, out: Path) -> tuple[Path, Path]:
@@ -211,12 +229,12 @@ def write_outputs(result: AuditResult, out: Path) -> tuple[Path, Path]:
     return out, markdown_path
 
 
-def image_packages(tags: dict[str, str]) -> dict[str, list[tuple[str, str, str]]]:
-    """Each image's packages (image -> tag on this engine), read in a container of it (verify/smoke's containers)."""
+def image_packages(tags: dict[str, str], engine: Engine | None = None) -> dict[str, list[tuple[str, str, str]]]:
+    """Each image's packages (image -> its tag or ID on this engine), read in a container of it."""
     from ..containers import Containers
     from ..engine import Engine
 
-    engine = Engine()
+    engine = engine or Engine()
     containers = Containers(engine)
     listed = {}
     for image, tag in tags.items():  # each container removed as it ends (run_once)
@@ -227,28 +245,3 @@ def image_packages(tags: dict[str, str]) -> dict[str, list[tuple[str, str, str]]
             raise UserError(f"{image}: listing its packages failed (exit {code}): {visible(output[-200:])}")
         listed[image] = parse_packages(output, image)
     return listed
-
-
-def run(tags: dict[str, str], *, advisories: Path | None, allowlist: Path | None, fail_on: str, require: bool,
-        out: Path, today: datetime.date, say: Callable[[str], None]) -> int:
-    """`build.py audit`: the exit code (0 passed, 1 failed or, with `require`, not checked)."""
-    if advisories is None:
-        say(f"audit: not checked: no advisory source given (--advisories DIR|ZIP); {len(tags)} images unaudited")
-        return 1 if require else 0
-    entries = read_allowlist(allowlist) if allowlist else []
-    known = osv.read(advisories)
-    result = audit(image_packages(tags), known, entries, fail_on=fail_on.upper(), today=today)
-    for image in result.images:
-        say(f"audit: {image.image}: {len(image.findings)} advisories affect its packages, "
-            f"{len(image.failing(result.fail_on))} fail at {result.fail_on} and above")
-        for index, entry in sorted(image.covered.items()):
-            say(f"audit: {image.image}: {image.findings[index].advisory.id} in {image.findings[index].package} allowed "
-                f"by {entry.where}: {entry.reason} (until {entry.expires})")
-    for entry in result.unused:
-        say(f"warning: {entry.where}: {entry.id} matched nothing in these images (remove it once it is not needed)")
-    json_path, markdown_path = write_outputs(result, out)
-    say(f"audit: {len(known)} advisories from {advisories}; results: {json_path} ({markdown_path.name})")
-    lines = problems(result)
-    for line in lines:
-        say(f"error: {line}")
-    return 1 if lines else 0

@@ -28,7 +28,6 @@ from ..input.grammar import short_line_problem
 
 MAX_DOCUMENT = 4 * 1024 * 1024  # bytes of one advisory: the largest of PyPI's and Debian's exports are under 1 MB
 EVENTS = ("introduced", "fixed", "last_affected", "limit")
-SEVERITIES = ("LOW", "MEDIUM", "HIGH", "CRITICAL")
 # GitHub's advisories (GHSA) say MODERATE where CVSS says MEDIUM
 SEVERITY_WORDS = {"LOW": "LOW", "MODERATE": "MEDIUM", "MEDIUM": "MEDIUM", "HIGH": "HIGH", "CRITICAL": "CRITICAL"}
 

@@ -64,6 +64,7 @@ def record_result(report: Report, target: Target, result: SmokeResult) -> None:
                              runs_on=target.runs_on)
         report.images.append(record)
     record.smoke = result.record()
+    record.audit = None  # of the image tested before, which this one may not be: audit it again
 
 
 def first_lines(message: str, count: int = 3) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -39,9 +40,16 @@ def version_of(listed: dict, image: str, name: str) -> str:
 
 
 def run_audit(folder: Path, *options: str) -> tuple[int, str, str]:
-    result = build_py("audit", "--tag", RELEASE, "--only", CPU_GLOB, "--out", str(folder / "audit.json"), *options)
+    """The audit as a split pipeline runs it, its results recorded in `folder`'s copy of the session's report."""
+    result = build_py("audit", "--tag", RELEASE, "--only", CPU_GLOB, "--out", str(folder / "audit.json"),
+                      "--report", str(folder / "report.json"), *options)
     assert "Traceback" not in result.stderr, result.stderr
     return result.returncode, result.stdout, result.stderr
+
+
+def recorded(folder: Path) -> dict[str, str]:
+    return {r["image"]: r["stages"]["audit"]["status"]
+            for r in json.loads((folder / "report.json").read_text())["images"] if "audit" in r["stages"]}
 
 
 def test_a_fixable_advisory_stops_the_audit_an_allowlist_entry_passes_it_and_its_expiry_fails_it_again(
@@ -61,9 +69,16 @@ def test_a_fixable_advisory_stops_the_audit_an_allowlist_entry_passes_it_and_its
     ]
     for document in documents:
         (folder / f"{document['id']}.json").write_text(json.dumps(document))
+    shutil.copyfile(cpu_build.report_path, tmp_path / "report.json")
 
     code, _out, err = run_audit(tmp_path, "--advisories", str(folder))
     assert code == 1, err
+    assert set(recorded(tmp_path).values()) == {"failed"} and set(recorded(tmp_path)) == set(listed)
+    # the push of that report is refused before it reaches any registry (nothing listens on port 1)
+    pushed = build_py("push", "--tag", RELEASE, "--report", str(tmp_path / "report.json"), "--registry",
+                      "127.0.0.1:1/ml/pytorch", "--manifest", str(tmp_path / "release.json"))
+    assert pushed.returncode == 2 and "nothing pushed" in pushed.stderr, pushed.stderr
+    assert f"fixed in {jinja2}.post1" in pushed.stderr and not (tmp_path / "release.json").exists()
     assert (f"error: {jupyter}: GHSA-test-jinj-0001 (CVE-2026-90001): Jinja2 {jinja2} is affected, fixed in "
             f"{jinja2}.post1, severity HIGH") in err
     assert "DSA-9999-1" not in err and "DLA-9999-1" not in err and "GHSA-test-wdrn" not in err  # MEDIUM, no fix, withdrawn
@@ -81,6 +96,7 @@ def test_a_fixable_advisory_stops_the_audit_an_allowlist_entry_passes_it_and_its
                          f"  expires: {later}\n")
     code, out, err = run_audit(tmp_path, "--advisories", str(folder), "--allowlist", str(allowlist))
     assert code == 0, err
+    assert set(recorded(tmp_path).values()) == {"passed"}
     assert f"GHSA-test-jinj-0001 in Jinja2 allowed by {allowlist}: entries[0]: no template comes from users" in out
 
     allowlist.write_text(allowlist.read_text().replace(later, "2026-01-01"))

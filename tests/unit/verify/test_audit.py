@@ -87,14 +87,3 @@ def test_the_package_listing_is_read_as_input() -> None:
     assert ubuntu == [("Ubuntu:22.04", "glibc", "2.35-0ubuntu3.8")]
     with pytest.raises(UserError, match=f"{IMAGE}: the package listing printed"):
         audit.parse_packages("os\tdebian\t12\nsomething else\n", IMAGE)
-
-
-def test_without_an_advisory_source_it_says_not_checked_never_clean(tmp_path: Path) -> None:
-    said: list[str] = []
-    code = audit.run({IMAGE: "t"}, advisories=None, allowlist=None, fail_on="HIGH", require=False,
-                     out=tmp_path / "a.json", today=TODAY, say=said.append)
-    assert code == 0 and said == ["audit: not checked: no advisory source given (--advisories DIR|ZIP); 1 images "
-                                  "unaudited"]
-    assert audit.run({IMAGE: "t"}, advisories=None, allowlist=None, fail_on="HIGH", require=True,
-                     out=tmp_path / "a.json", today=TODAY, say=said.append) == 1
-    assert not (tmp_path / "a.json").exists()
