@@ -115,9 +115,9 @@ junit_option = click.option("--junit", type=click.Path(path_type=Path), callback
 def audit_options(function: Callable[..., None]) -> Callable[..., None]:
     """The audit's inputs (`audit` and the main job, where it runs after the suite and before any push)."""
     options = [
-        click.option("--advisories", type=click.Path(path_type=Path, exists=True),
-                     envvar="TORCHIMAGES_ADVISORIES",
-                     help="OSV advisories: a folder or a zip of OSV JSON documents (the per-ecosystem exports)."),
+        click.option("--advisories", metavar="DIR|ZIP|URL", callback=advisory_source, envvar="TORCHIMAGES_ADVISORIES",
+                     help="OSV advisories: a folder or a zip of OSV JSON documents (the per-ecosystem exports), or an "
+                          "OSV query service (https://api.osv.dev) asked for the images' packages."),
         click.option("--allowlist", type=click.Path(path_type=Path, exists=True, dir_okay=False),
                      envvar="TORCHIMAGES_ALLOWLIST",
                      help="Accepted advisories (vulnerabilities.yaml): id, images and packages globs, reason, expires."),
@@ -130,6 +130,17 @@ def audit_options(function: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(options):
         function = option(function)
     return function
+
+
+def advisory_source(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A URL (the query service), or a path that exists (a folder or zip, read before the build)."""
+    if value is None or value.startswith(("https://", "http://")):
+        if value is not None and (why := grammar.url_problem(value, "--advisories")):
+            raise click.BadParameter(why)
+        return value
+    if not Path(value).exists():
+        raise click.BadParameter(f"{value!r}: no such folder or zip (or give a URL: https://api.osv.dev)")
+    return value
 
 
 def audit_inputs_from(values: dict) -> AuditInputs:

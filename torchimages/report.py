@@ -255,10 +255,12 @@ class Report:
 
     def summary(self) -> Table:
         table = Table(title=f"release {self.release}")
-        for column in ("image", "tag", "result", "size", "seconds", "smoke"):
+        audited = any(r.audit for r in self.images)
+        for column in ("image", "tag", "result", "size", "seconds", "smoke", *(["audit"] if audited else [])):
             table.add_column(column, overflow="fold")
         for r in self.images:
-            table.add_row(r.image, r.tag, r.result, human(r.size_bytes), seconds(r.build_seconds), smoke_cell(r))
+            table.add_row(r.image, r.tag, r.result, human(r.size_bytes), seconds(r.build_seconds), smoke_cell(r),
+                          *([r.audit.cell() if r.audit else "-"] if audited else []))
         return table
 
 

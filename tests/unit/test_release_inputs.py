@@ -232,6 +232,10 @@ def promote(tmp_path: Path, *extra: str, data: dict | None = None) -> subprocess
     (set_in(("images", 0, "sbom"), "c.sbom/x"), "field 'sbom': must be a JSON object"),
     (set_in(("images", 0, "sbom", "path"), "/etc/passwd"), "field 'path': '/etc/passwd'"),
     (set_in(("images", 0, "sbom", "sha256"), "0" * 64), "does not match its sha256"),
+    (set_in(("images", 0, "audit"), {"status": "failed", "fail_on": "HIGH", "source": "osv/", "findings": [],
+                                     "problems": ["osv/: entries[0]: X expired on 2026-01-01"]}),
+     "the audit failed for torch2.13.0-cpu-py3.11: nothing promoted"),
+    (set_in(("images", 0, "audit"), {"status": "clean"}), "field 'audit': audit: must be an object of exactly"),
 ])
 def test_promote_refuses_a_hostile_candidates_file_before_it_asks_the_registry(tmp_path: Path,
                                                                               change: Callable[[dict], None],

@@ -92,7 +92,7 @@ def test_without_a_source_each_image_is_not_checked_never_clean_and_required_it_
     report, said = two_tested_images(), []
     none = auditstage.AuditInputs(None, None, ())
     assert auditstage.run({IMAGE: "t"}, none, report=report, out=tmp_path / "a.json", today=TODAY, say=said.append)
-    assert said == ["audit: not checked: no advisory source given (--advisories DIR|ZIP); 1 images unaudited"]
+    assert said == ["audit: not checked: no advisory source given (--advisories DIR|ZIP|URL); 1 images unaudited"]
     assert report.images[0].audit.status == "not checked" and report.images[0].ok  # type: ignore[union-attr]
     assert report.images[1].audit is None  # not audited in this run
     required = auditstage.AuditInputs(None, None, (), require=True)
