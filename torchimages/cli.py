@@ -18,6 +18,8 @@ from .input.lock import stale as stale_pins
 from .options import (
     audit_inputs_from,
     audit_options,
+    build_input_options,
+    build_inputs_from,
     build_options,
     build_options_from,
     images_option,
@@ -530,6 +532,29 @@ def lock_command(matrix_path: Path, refresh: bool) -> None:
     if changes or not lock_file.path.exists():
         lock_file.write()
     out.print(f"{lock_file.path}: {len(lock_file.pins)} base images pinned, {len(changes)} changed")
+
+
+@main.command(name="bake")
+@matrix_option
+@tag_option("Release tag of the images, e.g. v2.7.", required=True)
+@images_option("--images", "images_dir", "Rendered contexts to describe")
+@selection_options
+@build_input_options
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, callback=output_folder,
+              help="Folder for docker-bake.json, the staged contexts and the secret files (mode 0600).")
+def bake_command(*, matrix_path: Path, release: str, images_dir: Path | None, out_dir: Path, **values: object) -> None:
+    """Write a docker buildx bake file of the rendered images: a target per image given what `build --builder
+    buildkit` gives its build, a group per entry."""
+    from . import release as release_stages
+
+    plan = load_plan(matrix_path, quiet=True)
+    images = Workspace(matrix_path).images(images_dir)
+    path = release_stages.bake_rendered(plan, release, images, selection=selection_from(values),
+                                        inputs=build_inputs_from(values), out=out_dir)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    groups = [name for name in data["group"] if name != "default"]
+    out.print(f"bake file: {path}: {len(data['target'])} targets; build an entry (a group) or an image (a target): "
+              f"docker buildx bake -f {path} {groups[0] if groups else 'default'}", highlight=False, markup=False)
 
 
 @main.command(name="matrix")

@@ -166,6 +166,31 @@ jobs_option = click.option("--jobs", default=1, show_default=True, type=click.In
                                 "suites at a time too.")
 
 
+def build_input_option_list() -> list:
+    """What a build reads besides its context: wheels, indexes, mirrors, the CA bundle, the FROM image."""
+    return [
+        click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False), envvar="TORCHIMAGES_WHEELHOUSE",
+                     help="Local wheels for pip."),
+        click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="pip installs only from --wheelhouse."),
+        click.option("--pip-index-url", envvar="TORCHIMAGES_PIP_INDEX_URL", help="Package index for pip (a mirror)."),
+        click.option("--torch-index-url", envvar="TORCHIMAGES_TORCH_INDEX_URL",
+                     help="Replaces the torch wheel index (download.pytorch.org/whl/cuXYZ)."),
+        click.option("--apt-mirror", envvar="TORCHIMAGES_APT_MIRROR",
+                     help="Replaces scheme and host of every apt source during the build."),
+        click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False), envvar="TORCHIMAGES_CA_BUNDLE",
+                     help="Extra CA bundle trusted during builds."),
+        click.option("--base-image", "base_images", multiple=True, metavar="[PLATFORM=]IMAGE", envvar="TORCHIMAGES_BASE_IMAGE",
+                     help="Build the base images FROM this image (a mirrored or locally made base); PLATFORM=IMAGE for "
+                          "that platform's only (repeatable: linux/arm64=IMAGE)."),
+    ]
+
+
+def build_input_options(function: Callable[..., None]) -> Callable[..., None]:
+    for option in reversed(build_input_option_list()):
+        function = option(function)
+    return function
+
+
 def build_options(function: Callable[..., None]) -> Callable[..., None]:
     """Options shared by `build` and the default command."""
     options = [
@@ -184,19 +209,7 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
         plain_option,
         report_option(),
         logs_option,
-        click.option("--wheelhouse", type=click.Path(path_type=Path, file_okay=False), envvar="TORCHIMAGES_WHEELHOUSE",
-                     help="Local wheels for pip."),
-        click.option("--offline", is_flag=True, envvar="TORCHIMAGES_OFFLINE", help="pip installs only from --wheelhouse."),
-        click.option("--pip-index-url", envvar="TORCHIMAGES_PIP_INDEX_URL", help="Package index for pip (a mirror)."),
-        click.option("--torch-index-url", envvar="TORCHIMAGES_TORCH_INDEX_URL",
-                     help="Replaces the torch wheel index (download.pytorch.org/whl/cuXYZ)."),
-        click.option("--apt-mirror", envvar="TORCHIMAGES_APT_MIRROR",
-                     help="Replaces scheme and host of every apt source during the build."),
-        click.option("--ca-bundle", type=click.Path(path_type=Path, dir_okay=False), envvar="TORCHIMAGES_CA_BUNDLE",
-                     help="Extra CA bundle trusted during builds."),
-        click.option("--base-image", "base_images", multiple=True, metavar="[PLATFORM=]IMAGE", envvar="TORCHIMAGES_BASE_IMAGE",
-                     help="Build the base images FROM this image (a mirrored or locally made base); PLATFORM=IMAGE for "
-                          "that platform's only (repeatable: linux/arm64=IMAGE)."),
+        *build_input_option_list(),
         require_gpu_option,
         click.option("--previous", "previous_manifest", type=click.Path(path_type=Path, dir_okay=False, exists=True),
                      envvar="TORCHIMAGES_PREVIOUS",
@@ -304,11 +317,7 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
     """`repository`: where this release's images go; `--cache-from previous` reuses images from there only."""
     from .build.stage import BuildOptions
 
-    plain, per_platform = base_images_from(tuple(values["base_images"]))
-    inputs = BuildInputs(pip_index_url=values["pip_index_url"], torch_index_url=values["torch_index_url"],
-                         apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
-                         offline=values["offline"], base_image=plain, platform_bases=per_platform)
-    inputs.check()  # before anything is rendered, planned or built
+    inputs = build_inputs_from(values)
     from . import manifest
 
     previous = manifest.read(values["previous_manifest"]) if values["previous_manifest"] else None
@@ -318,6 +327,16 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
                         buildx_builder=values["buildx_builder"], released=released_from(values.get("from_release")),
                         cache=cache_sources_from(tuple(values["cache_from"]), previous, repository,
                                                  no_cache=bool(values["no_cache"])))
+
+
+def build_inputs_from(values: dict) -> BuildInputs:
+    """The build inputs, checked before anything is rendered, planned or built."""
+    plain, per_platform = base_images_from(tuple(values["base_images"]))
+    inputs = BuildInputs(pip_index_url=values["pip_index_url"], torch_index_url=values["torch_index_url"],
+                         apt_mirror=values["apt_mirror"], ca_bundle=values["ca_bundle"], wheelhouse=values["wheelhouse"],
+                         offline=values["offline"], base_image=plain, platform_bases=per_platform)
+    inputs.check()
+    return inputs
 
 
 def released_from(path: Path | None) -> FromRelease | None:

@@ -18,7 +18,8 @@ from . import progress
 from .build import render as render_stage
 from .build import stage as buildstage
 from .build.budget import Budget
-from .build.jobs import BuildJob
+from .build.inputs import BuildInputs
+from .build.jobs import BuildJob, Selection
 from .build.stage import BuildOptions
 from .consoles import err, out
 from .engine import Engine
@@ -218,3 +219,20 @@ def push_tested(release: str, report_path: Path, options: PushOptions, *, plain:
     err.print(written)
     run_report.write(report_path)
     return 0 if ok else 1
+
+
+def bake_rendered(plan: Plan, release: str, images_dir: Path, *, selection: Selection, inputs: BuildInputs,
+                  out: Path) -> Path:
+    """`bake`: the rendered contexts (refused when stale, as `build` refuses them) staged and described as a bake
+    file, with what `build --builder buildkit` would give each build (build/bake.py)."""
+    from .build import bake
+    from .build import jobs as buildjobs
+
+    stale = render_stage.stale_paths(plan, release, images_dir)
+    if stale:
+        raise UserError(f"{images_dir} does not match the matrix for release {release} ({len(stale)} files differ); "
+                        f"run: python build.py render --tag {release}")
+    jobs = buildjobs.select(plan, release, images_dir, selection, base_for=inputs.base_for)
+    engine = Engine()
+    runner = buildjobs.BuildRunner(engine, inputs, lambda _event: None, builder=buildstage.builder_of("buildkit", engine))
+    return bake.export(jobs, runner, out)

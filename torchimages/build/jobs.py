@@ -147,6 +147,16 @@ class ReleasedInputs(Protocol):
     def source_date_epoch(self, image: str) -> int | None: ...
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What one build is given besides its context: build arguments, content digest (None: its FROM image is not
+    known here), labels."""
+
+    buildargs: dict[str, str]
+    digest: str | None
+    labels: dict[str, str]
+
+
 class BuildRunner:
     """Runs jobs on up to `jobs` threads; a variant starts when its base is built."""
 
@@ -214,21 +224,12 @@ class BuildRunner:
         started = time.monotonic()
         self.emit(StageEvent(job.image, "started", job.tag))
         with tempfile.TemporaryDirectory(prefix=f"ctx-{job.image}-") as tmp, contexts.staged(job.image) as context:
-            copy_context(job.context, context)
-            self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc",
-                                     platform=job.platform,
-                                     stack_wheels=job.spec.devel_wheels if job.variant == "devel" else (),
-                                     locks=self.released.step_locks(job.image) if self.released else None)
-            base_arg = (self._base_of(job) if job.variant == "base" else job.base_image) or None
-            if why := self._platform_problem(job, base_arg or from_default(context)) or self._locked_cross(job):
-                outcome = BuildOutcome(job.image, job.tag, error=why)
+            prepared = self.prepare(job, context)
+            if isinstance(prepared, str):
+                outcome = BuildOutcome(job.image, job.tag, error=prepared)
                 return self._ended(job, outcome, started, digest=None, previous=None, reused=False)
-            buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job), **platform_args(job),
-                         **self._epoch_args(job)}
-            digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
+            buildargs, digest, labels = prepared.buildargs, prepared.digest, prepared.labels
             materials = self._materials(job, context, buildargs)
-            labels = {**({CONTENT_LABEL: digest} if digest else {}), PLATFORM_LABEL: job.platform,
-                      GPU_ARCHS_LABEL: job.spec.gpu_archs(job.platform) or "none"}
             if not self.engine.no_cache and (held := self._held_here(job, context, labels)):
                 return self._ended(job, BuildOutcome(job.image, job.tag, image_id=held), started, digest=digest,
                                    previous=None, reused=False)
@@ -243,6 +244,25 @@ class BuildRunner:
                                              cache_from=[ref for ref in sources if self._pulled(job.image, ref)])
         outcome.materials = materials
         return self._ended(job, outcome, started, digest=digest, previous=previous, reused=reused)
+
+    def prepare(self, job: BuildJob, context: Path) -> Prepared | str:
+        """The job's context staged into `context` (the rendered files, the CA bundle, its wheels) and what its build
+        is given: build arguments, content digest, labels; or why it cannot be built. Bases before their variants: a
+        variant's content digest is its base's. `build.py bake` hands the same to docker buildx bake."""
+        copy_context(job.context, context)
+        self.inputs.fill_context(context, installs_torch=job.variant == "base" and job.spec.flavor != "ngc",
+                                 platform=job.platform,
+                                 stack_wheels=job.spec.devel_wheels if job.variant == "devel" else (),
+                                 locks=self.released.step_locks(job.image) if self.released else None)
+        base_arg = (self._base_of(job) if job.variant == "base" else job.base_image) or None
+        if why := self._platform_problem(job, base_arg or from_default(context)) or self._locked_cross(job):
+            return why
+        buildargs = {**self.inputs.buildargs(base_image=base_arg), **self._cross_args(job), **platform_args(job),
+                     **self._epoch_args(job)}
+        digest = self._digests[job.image] = self._content_digest(job, context, buildargs)
+        labels = {**({CONTENT_LABEL: digest} if digest else {}), PLATFORM_LABEL: job.platform,
+                  GPU_ARCHS_LABEL: job.spec.gpu_archs(job.platform) or "none"}
+        return Prepared(buildargs, digest, labels)
 
     def _base_of(self, job: BuildJob) -> str | None:
         """A base build's FROM image: --base-image's, else (--from-release) the one its release was built from, else
