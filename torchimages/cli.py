@@ -552,9 +552,11 @@ def bake_command(*, matrix_path: Path, release: str, images_dir: Path | None, ou
     path = release_stages.bake_rendered(plan, release, images, selection=selection_from(values),
                                         inputs=build_inputs_from(values), out=out_dir)
     data = json.loads(path.read_text(encoding="utf-8"))
-    groups = [name for name in data["group"] if name != "default"]
-    out.print(f"bake file: {path}: {len(data['target'])} targets; build an entry (a group) or an image (a target): "
-              f"docker buildx bake -f {path} {groups[0] if groups else 'default'}", highlight=False, markup=False)
+    ordered = any("contexts" in target for target in data["target"].values())
+    first = "" if ordered or len(data["group"]["bases"]["targets"]) == len(data["target"]) else \
+        f"docker buildx bake -f {path} bases && "  # no named contexts on this engine: each variant finds its base's tag
+    out.print(f"bake file: {path}: {len(data['target'])} targets in {len(data['group']) - 2} entries; build them: {first}"
+              f"docker buildx bake -f {path}", highlight=False, markup=False)
 
 
 @main.command(name="matrix")

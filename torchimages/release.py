@@ -235,4 +235,4 @@ def bake_rendered(plan: Plan, release: str, images_dir: Path, *, selection: Sele
     jobs = buildjobs.select(plan, release, images_dir, selection, base_for=inputs.base_for)
     engine = Engine()
     runner = buildjobs.BuildRunner(engine, inputs, lambda _event: None, builder=buildstage.builder_of("buildkit", engine))
-    return bake.export(jobs, runner, out)
+    return bake.export(jobs, runner, out, named_contexts=engine.from_docker_23())

@@ -5,7 +5,9 @@ BuildRunner.prepare): the same staged context (the rendered files, the CA bundle
 same Dockerfile, build arguments, labels (the content digest included) and platform, and the network settings pip reads
 in the same secret file (buildkit.as_secret, BUILD_ENV its digest). So bake's build runs the same steps with the same
 inputs, and on a builder that holds `build.py`'s cache it makes the same layers. A variant names its base's target as
-the context of its FROM image (`contexts`), so `docker buildx bake -f FILE ENTRY` builds an entry in order.
+the context of its FROM image (`contexts`), so `docker buildx bake -f FILE ENTRY-all` builds an entry in order; on
+Docker 20.10, whose BuildKit takes no named contexts, a variant's FROM is its base's tag in the engine, and the group
+`bases` is built first.
 
 The proxy settings, and any argument whose value carries credentials, are not written into the file: each is a bake
 variable of the same name, read from the environment bake runs in, as `build.py` reads them. An argument the Dockerfile
@@ -37,9 +39,16 @@ def target_name(image: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", image)
 
 
-def export(jobs: list[BuildJob], runner: BuildRunner, out: Path) -> Path:
+def group_name(entry: str) -> str:
+    """An entry's group: its base's target name would be the base alone, so `-all` (torch2_13_0-cpu-py3_11-all)."""
+    return f"{target_name(entry)}-all"
+
+
+def export(jobs: list[BuildJob], runner: BuildRunner, out: Path, *, named_contexts: bool = True) -> Path:
     """Stage each job's context under OUT/contexts and write OUT/docker-bake.json: a target per image, a group per
-    entry (its base and variants) and `default` (every image). Bases come before their variants in `jobs`."""
+    entry (its base and variants: NAME-all), `bases` and `default` (every image). Bases come before their variants in
+    `jobs`. Without `named_contexts` (an engine before Docker 23), a variant finds its base by tag in the engine, so
+    `bases` is built first."""
     targets: dict[str, dict[str, object]] = {}
     groups: dict[str, list[str]] = {}
     variables: set[str] = set()
@@ -68,14 +77,15 @@ def export(jobs: list[BuildJob], runner: BuildRunner, out: Path) -> Path:
                                      "args": args, "labels": prepared.labels, "platforms": [job.platform]}
         if secret:
             target["secret"] = secret
-        if job.depends_on and job.base_image:  # the variant's FROM is its base's tag: bake builds that target first
+        if job.depends_on and job.base_image and named_contexts:  # the variant's FROM: its base's target, built first
             target["contexts"] = {job.base_image: f"target:{target_name(job.depends_on)}"}
         targets[target_name(job.image)] = target
-        groups.setdefault(target_name(job.spec.name), []).append(target_name(job.image))
-    bake = {"variable": {name: {"default": ""} for name in sorted(variables)},
-            "group": {"default": {"targets": list(targets)}, **{name: {"targets": members}
-                                                                for name, members in groups.items()}},
-            "target": targets}
+        groups.setdefault(group_name(job.spec.name), []).append(target_name(job.image))
+    bake: dict[str, object] = {"variable": {name: {"default": ""} for name in sorted(variables)}} if variables else {}
+    bases = [target_name(job.image) for job in jobs if not job.depends_on]
+    bake["group"] = {"default": {"targets": list(targets)}, "bases": {"targets": bases},
+                     **{name: {"targets": members} for name, members in groups.items()}}
+    bake["target"] = targets
     path = out / BAKE_FILE
     atomic_write(path, json.dumps(bake, indent=2) + "\n")
     return path

@@ -6,6 +6,8 @@ entry and the ngc flavor with the classic builder and compares them with the ses
 
 from __future__ import annotations
 
+import contextlib
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from torchimages.build.cache import CONTENT_LABEL
 
+from ...buildpy import build_py
 from ..conftest import SECRET_PROXY_PASSWORD, SECRET_TOKEN, EntryBuild, run_in, smoke_test
 from ..layers import SECRETS, Scan, assert_layered_by_change, scan_images
 
@@ -134,3 +137,32 @@ def test_buildkit_lays_the_environment_out_by_how_often_it_changes(cpu_buildkit_
     """As the classic builder does (test_build_cpu.py): the torch layer, then the rest of the environment, each file
     in one layer."""
     assert_layered_by_change(buildkit_scans, cpu_buildkit_build.tags)
+
+
+def test_bake_builds_the_base_with_the_layers_and_labels_of_build_py(api: docker.APIClient, cpu_build: EntryBuild,
+                                                                      cpu_buildkit_build: EntryBuild,
+                                                                      tmp_path: Path) -> None:
+    """`build.py bake` exports the CPU entry from the same inputs (the index token and the proxy password among them),
+    and `docker buildx bake` builds its base on the same engine: the same layers and labels as `build.py build
+    --builder buildkit` (each step found in the builder's cache, which only the same inputs find), the release's
+    labels aside; no secret in the bake file."""
+    exported = build_py("bake", "--tag", cpu_buildkit_build.release, "--images",
+                        str(cpu_buildkit_build.report_path.parent / "images"), "--only", cpu_build.spec.name,
+                        *cpu_build.options, "--out", str(tmp_path / "bake"), env=cpu_build.env)
+    assert exported.returncode == 0, exported.stderr
+    text = (tmp_path / "bake" / "docker-bake.json").read_text()
+    assert SECRET_TOKEN not in text and SECRET_PROXY_PASSWORD not in text
+    target = next(iter(json.loads(text)["target"]))
+    tag = "torchimages-test:bake-base"
+    baked = subprocess.run(["docker", "buildx", "bake", "-f", str(tmp_path / "bake" / "docker-bake.json"), target,
+                            "--set", f"{target}.tags={tag}", "--progress=plain"], capture_output=True, text=True,
+                           timeout=1200, env=cpu_build.env, check=False)
+    try:
+        assert baked.returncode == 0, baked.stderr[-4000:]
+        built, made = api.inspect_image(cpu_buildkit_build.tags["base"]), api.inspect_image(tag)
+        assert made["RootFS"]["Layers"] == built["RootFS"]["Layers"], baked.stderr[-4000:]
+        labels = [{k: v for k, v in info["Config"]["Labels"].items() if k not in RELEASE_LABELS} for info in (built, made)]
+        assert labels[0] == labels[1] and CONTENT_LABEL in labels[0]
+    finally:
+        with contextlib.suppress(docker.errors.NotFound):
+            api.remove_image(tag)

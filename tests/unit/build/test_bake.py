@@ -93,6 +93,39 @@ def test_no_secret_is_written_into_the_bake_file_and_a_variant_builds_after_its_
     base, ssh = (data["target"][bake.target_name(f"{NAME}{suffix}")] for suffix in ("-arm64", "-ssh-arm64"))
     assert "contexts" not in base
     assert ssh["contexts"] == {ssh["args"]["BASE_IMAGE"]: f"target:{bake.target_name(f'{NAME}-arm64')}"}
-    assert data["group"][bake.target_name(NAME)]["targets"] == list(data["target"])
+    assert data["group"][f"{bake.target_name(NAME)}-all"]["targets"] == list(data["target"])
     assert data["group"]["default"]["targets"] == list(data["target"])
+    assert data["group"]["bases"]["targets"] == [bake.target_name(f"{NAME}-amd64"), bake.target_name(f"{NAME}-arm64")]
     assert all(name.replace("-", "").replace("_", "").isalnum() for name in data["target"])
+
+
+def test_on_an_engine_without_named_contexts_a_variant_finds_its_base_by_tag(tmp_path: Path) -> None:
+    """Docker 20.10's BuildKit refuses named contexts: the variants name none, the bases group is built first."""
+    plan = plan_of(ENTRY)
+    render.write(plan, "v1", tmp_path / "images")
+    given = inputs(tmp_path)
+    jobs = plan_jobs(plan, "v1", tmp_path / "images", Selection(), base_for=given.base_for)
+    engine = FakeEngine(images={AMD64_BASE: image("amd64"), ARM64_BASE: image("arm64")}).engine
+    runner = BuildRunner(engine, given, lambda _event: None, builder=ContextRecordingBuilder())
+    data = json.loads(bake.export(jobs, runner, tmp_path / "bake", named_contexts=False).read_text())
+    assert not any("contexts" in target for target in data["target"].values())
+    ssh = data["target"][bake.target_name(f"{NAME}-ssh-arm64")]
+    assert ssh["args"]["BASE_IMAGE"] == data["target"][bake.target_name(f"{NAME}-arm64")]["tags"][0]
+
+
+def test_a_declared_argument_that_carries_credentials_is_read_where_bake_runs(tmp_path: Path) -> None:
+    """A context built from its classic Dockerfile (no Dockerfile.buildkit) declares the index URL as an argument:
+    its token is not written into the file either."""
+    plan = plan_of(ENTRY)
+    render.write(plan, "v1", tmp_path / "images")
+    for dockerfile in (tmp_path / "images").glob("*/Dockerfile.buildkit"):
+        dockerfile.unlink()
+    given = inputs(tmp_path)
+    jobs = plan_jobs(plan, "v1", tmp_path / "images", Selection(), base_for=given.base_for)
+    engine = FakeEngine(images={AMD64_BASE: image("amd64"), ARM64_BASE: image("arm64")}).engine
+    runner = BuildRunner(engine, given, lambda _event: None, builder=ContextRecordingBuilder())
+    path = bake.export(jobs, runner, tmp_path / "bake")
+    data = json.loads(path.read_text())
+    base = data["target"][bake.target_name(f"{NAME}-amd64")]
+    assert base["dockerfile"] == "Dockerfile" and base["args"]["PIP_INDEX_URL"] == "${PIP_INDEX_URL}"
+    assert "PIP_INDEX_URL" in data["variable"] and "index-secret" not in path.read_text()
