@@ -549,12 +549,10 @@ def bake_command(*, matrix_path: Path, release: str, images_dir: Path | None, ou
 
     plan = load_plan(matrix_path, quiet=True)
     images = Workspace(matrix_path).images(images_dir)
-    path = release_stages.bake_rendered(plan, release, images, selection=selection_from(values),
-                                        inputs=build_inputs_from(values), out=out_dir)
-    data = json.loads(path.read_text(encoding="utf-8"))
-    ordered = any("contexts" in target for target in data["target"].values())
-    first = "" if ordered or len(data["group"]["bases"]["targets"]) == len(data["target"]) else \
-        f"docker buildx bake -f {path} bases && "  # no named contexts on this engine: each variant finds its base's tag
+    path, data = release_stages.bake_rendered(plan, release, images, selection=selection_from(values),
+                                              inputs=build_inputs_from(values), out=out_dir)
+    first = "" if len(data["group"]["bases"]["targets"]) == len(data["target"]) else \
+        f"docker buildx bake -f {path} bases && "  # each variant's FROM is its base's tag
     out.print(f"bake file: {path}: {len(data['target'])} targets in {len(data['group']) - 2} entries; build them: {first}"
               f"docker buildx bake -f {path}", highlight=False, markup=False)
 

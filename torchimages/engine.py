@@ -163,14 +163,8 @@ class Engine:
     def default_builder(self) -> str:
         """The builder this engine uses when none is named: BuildKit from Docker 23 (its `docker build` is BuildKit's,
         the classic builder deprecated), the classic builder before (docs/engines.md)."""
-        return "buildkit" if self.from_docker_23() else "classic"
-
-    def from_docker_23(self) -> bool:
-        """Docker 23 or later: BuildKit by default, and a BuildKit whose Dockerfile frontend takes named build contexts
-        (bake's `target:` contexts); 20.10's refuses them ("unsupported frontend capability
-        moby.buildkit.frontend.contexts", measured here)."""
         found = re.match(r"(\d+)\.", self.version())
-        return bool(found) and int(found[1]) >= BUILDKIT_BY_DEFAULT
+        return "buildkit" if found and int(found[1]) >= BUILDKIT_BY_DEFAULT else "classic"
 
     def platform(self) -> str:
         """The engine's own platform (linux/amd64): what it builds without emulation."""

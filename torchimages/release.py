@@ -11,6 +11,7 @@ import datetime
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rich.markup import escape
 
@@ -222,7 +223,7 @@ def push_tested(release: str, report_path: Path, options: PushOptions, *, plain:
 
 
 def bake_rendered(plan: Plan, release: str, images_dir: Path, *, selection: Selection, inputs: BuildInputs,
-                  out: Path) -> Path:
+                  out: Path) -> tuple[Path, dict[str, Any]]:
     """`bake`: the rendered contexts (refused when stale, as `build` refuses them) staged and described as a bake
     file, with what `build --builder buildkit` would give each build (build/bake.py)."""
     from .build import bake
@@ -235,4 +236,4 @@ def bake_rendered(plan: Plan, release: str, images_dir: Path, *, selection: Sele
     jobs = buildjobs.select(plan, release, images_dir, selection, base_for=inputs.base_for)
     engine = Engine()
     runner = buildjobs.BuildRunner(engine, inputs, lambda _event: None, builder=buildstage.builder_of("buildkit", engine))
-    return bake.export(jobs, runner, out, named_contexts=engine.from_docker_23())
+    return bake.export(jobs, runner, out)

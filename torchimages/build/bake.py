@@ -4,10 +4,11 @@ Each image becomes a target given exactly what `build.py build --builder buildki
 BuildRunner.prepare): the same staged context (the rendered files, the CA bundle, the wheels for its platform), the
 same Dockerfile, build arguments, labels (the content digest included) and platform, and the network settings pip reads
 in the same secret file (buildkit.as_secret, BUILD_ENV its digest). So bake's build runs the same steps with the same
-inputs, and on a builder that holds `build.py`'s cache it makes the same layers. A variant names its base's target as
-the context of its FROM image (`contexts`), so `docker buildx bake -f FILE ENTRY-all` builds an entry in order; on
-Docker 20.10, whose BuildKit takes no named contexts, a variant's FROM is its base's tag in the engine, and the group
-`bases` is built first.
+inputs, and on a builder that holds `build.py`'s cache it makes the same layers. A variant's FROM is its base's tag, as
+`build` gives it: the group `bases` is built first (`docker buildx bake -f FILE bases && docker buildx bake -f FILE`).
+Naming the base's target as the variant's FROM (bake's `target:` contexts) would build in one command, but 20.10's
+BuildKit refuses named contexts, and on dockerd 26 the variants' steps then miss the cache `build` filled (their FROM
+is the target's build, not the image in the store) and make other layers: both tried here.
 
 The proxy settings, and any argument whose value carries credentials, are not written into the file: each is a bake
 variable of the same name, read from the environment bake runs in, as `build.py` reads them. An argument the Dockerfile
@@ -21,6 +22,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError
 from ..files import atomic_write
@@ -31,6 +33,9 @@ from .jobs import BuildJob, BuildRunner
 from .render import BUILDKIT_DOCKERFILE
 
 BAKE_FILE = "docker-bake.json"
+# As `build` builds (buildkit.BuildKitCli.command): buildx's own attestations would make the image an index on the
+# containerd store; push attests what was proven instead
+NO_ATTESTATIONS = ["type=provenance,disabled=true", "type=sbom,disabled=true"]
 ARG_LINE = re.compile(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 
@@ -44,11 +49,10 @@ def group_name(entry: str) -> str:
     return f"{target_name(entry)}-all"
 
 
-def export(jobs: list[BuildJob], runner: BuildRunner, out: Path, *, named_contexts: bool = True) -> Path:
+def export(jobs: list[BuildJob], runner: BuildRunner, out: Path) -> tuple[Path, dict[str, Any]]:
     """Stage each job's context under OUT/contexts and write OUT/docker-bake.json: a target per image, a group per
     entry (its base and variants: NAME-all), `bases` and `default` (every image). Bases come before their variants in
-    `jobs`. Without `named_contexts` (an engine before Docker 23), a variant finds its base by tag in the engine, so
-    `bases` is built first."""
+    `jobs`, and a variant's FROM is its base's tag, found in the engine: `bases` is built first."""
     targets: dict[str, dict[str, object]] = {}
     groups: dict[str, list[str]] = {}
     variables: set[str] = set()
@@ -74,18 +78,17 @@ def export(jobs: list[BuildJob], runner: BuildRunner, out: Path, *, named_contex
             args[name] = f"${{{name}}}"
             variables.add(name)
         target: dict[str, object] = {"context": str(context.resolve()), "dockerfile": dockerfile, "tags": [job.tag],
-                                     "args": args, "labels": prepared.labels, "platforms": [job.platform]}
+                                     "args": args, "labels": prepared.labels, "platforms": [job.platform],
+                                     "attest": NO_ATTESTATIONS}
         if secret:
             target["secret"] = secret
-        if job.depends_on and job.base_image and named_contexts:  # the variant's FROM: its base's target, built first
-            target["contexts"] = {job.base_image: f"target:{target_name(job.depends_on)}"}
         targets[target_name(job.image)] = target
         groups.setdefault(group_name(job.spec.name), []).append(target_name(job.image))
-    bake: dict[str, object] = {"variable": {name: {"default": ""} for name in sorted(variables)}} if variables else {}
+    bake: dict[str, Any] = {"variable": {name: {"default": ""} for name in sorted(variables)}} if variables else {}
     bases = [target_name(job.image) for job in jobs if not job.depends_on]
     bake["group"] = {"default": {"targets": list(targets)}, "bases": {"targets": bases},
                      **{name: {"targets": members} for name, members in groups.items()}}
     bake["target"] = targets
     path = out / BAKE_FILE
     atomic_write(path, json.dumps(bake, indent=2) + "\n")
-    return path
+    return path, bake

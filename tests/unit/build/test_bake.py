@@ -1,7 +1,7 @@
 """`build.py bake` (torchimages/build/bake.py): each target is given what the build runner gives a BuildKit build of
 the same image (build arguments, labels, platform, the staged context's files), with pip's network settings in the
-secret file and the proxies read where bake runs; a variant builds after its base's target. Through the fake engine and
-a builder that records what it is asked; buildx builds an exported file in
+secret file and the proxies read where bake runs; a variant built from its base's image, as `build` builds it. Through
+the fake engine and a builder that records what it is asked; buildx builds an exported file in
 tests/integration/build/test_buildkit.py."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[dict], d
     builder = ContextRecordingBuilder(dockerfile="Dockerfile.buildkit")
     BuildRunner(engine, given, lambda _event: None, builder=builder).run(jobs)
     out = tmp_path / "bake"
-    path = bake.export(jobs, BuildRunner(engine, given, lambda _event: None, builder=ContextRecordingBuilder()), out)
+    path, _data = bake.export(jobs, BuildRunner(engine, given, lambda _event: None, builder=ContextRecordingBuilder()), out)
     return builder.asked, json.loads(path.read_text()), out
 
 
@@ -84,33 +84,18 @@ def test_each_target_is_given_what_the_runner_gives_that_build(both: tuple[list[
     assert data["target"][bake.target_name(f"{NAME}-arm64")]["args"]["TORCH_INSTALL"] == "cross"
 
 
-def test_no_secret_is_written_into_the_bake_file_and_a_variant_builds_after_its_base(
+def test_no_secret_is_written_into_the_bake_file_and_a_variant_is_built_from_its_base_s_image(
         both: tuple[list[dict], dict, Path]) -> None:
     _asked, data, out = both
     text = (out / bake.BAKE_FILE).read_text()
     assert "proxy-secret" not in text and "index-secret" not in text
     assert data["variable"] == {"HTTPS_PROXY": {"default": ""}}
     base, ssh = (data["target"][bake.target_name(f"{NAME}{suffix}")] for suffix in ("-arm64", "-ssh-arm64"))
-    assert "contexts" not in base
-    assert ssh["contexts"] == {ssh["args"]["BASE_IMAGE"]: f"target:{bake.target_name(f'{NAME}-arm64')}"}
+    assert ssh["args"]["BASE_IMAGE"] == base["tags"][0] and "contexts" not in ssh  # the base's image, as build gives it
     assert data["group"][f"{bake.target_name(NAME)}-all"]["targets"] == list(data["target"])
     assert data["group"]["default"]["targets"] == list(data["target"])
     assert data["group"]["bases"]["targets"] == [bake.target_name(f"{NAME}-amd64"), bake.target_name(f"{NAME}-arm64")]
     assert all(name.replace("-", "").replace("_", "").isalnum() for name in data["target"])
-
-
-def test_on_an_engine_without_named_contexts_a_variant_finds_its_base_by_tag(tmp_path: Path) -> None:
-    """Docker 20.10's BuildKit refuses named contexts: the variants name none, the bases group is built first."""
-    plan = plan_of(ENTRY)
-    render.write(plan, "v1", tmp_path / "images")
-    given = inputs(tmp_path)
-    jobs = plan_jobs(plan, "v1", tmp_path / "images", Selection(), base_for=given.base_for)
-    engine = FakeEngine(images={AMD64_BASE: image("amd64"), ARM64_BASE: image("arm64")}).engine
-    runner = BuildRunner(engine, given, lambda _event: None, builder=ContextRecordingBuilder())
-    data = json.loads(bake.export(jobs, runner, tmp_path / "bake", named_contexts=False).read_text())
-    assert not any("contexts" in target for target in data["target"].values())
-    ssh = data["target"][bake.target_name(f"{NAME}-ssh-arm64")]
-    assert ssh["args"]["BASE_IMAGE"] == data["target"][bake.target_name(f"{NAME}-arm64")]["tags"][0]
 
 
 def test_a_declared_argument_that_carries_credentials_is_read_where_bake_runs(tmp_path: Path) -> None:
@@ -124,7 +109,7 @@ def test_a_declared_argument_that_carries_credentials_is_read_where_bake_runs(tm
     jobs = plan_jobs(plan, "v1", tmp_path / "images", Selection(), base_for=given.base_for)
     engine = FakeEngine(images={AMD64_BASE: image("amd64"), ARM64_BASE: image("arm64")}).engine
     runner = BuildRunner(engine, given, lambda _event: None, builder=ContextRecordingBuilder())
-    path = bake.export(jobs, runner, tmp_path / "bake")
+    path, _data = bake.export(jobs, runner, tmp_path / "bake")
     data = json.loads(path.read_text())
     base = data["target"][bake.target_name(f"{NAME}-amd64")]
     assert base["dockerfile"] == "Dockerfile" and base["args"]["PIP_INDEX_URL"] == "${PIP_INDEX_URL}"

@@ -109,11 +109,13 @@ def test_render_check_cli_exits_1_when_stale(tmp_path: Path) -> None:
     assert "is stale for release" in result.stderr and dockerfile.parent.name in result.stderr
 
 
+@pytest.mark.parametrize("command", [["build"], ["bake", "--out", "bake"]])
 @pytest.mark.parametrize("edit", ["ARG BASE_IMAGE=$(id)\n", "LABEL io.torchimages.content-digest=sha256:0\n", "link"])
-def test_build_refuses_contexts_changed_after_render_before_the_engine_is_asked(tmp_path: Path, edit: str) -> None:
-    """A build reads its rendered Dockerfile back (the FROM default, the release stamp, the content digest): those
-    reads see only what a fresh render of the matrix would write, as a context changed by hand, or holding a link,
-    is refused first."""
+def test_build_refuses_contexts_changed_after_render_before_the_engine_is_asked(tmp_path: Path, edit: str,
+                                                                               command: list[str]) -> None:
+    """A build (and bake) reads its rendered Dockerfile back (the FROM default, the release stamp, the content digest,
+    the declared arguments): those reads see only what a fresh render of the matrix would write, as a context changed
+    by hand, or holding a link, is refused first."""
     shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
     assert run_cli("render", "--tag", "v2.7", cwd=tmp_path).returncode == 0
     context = tmp_path / "images" / "torch2.13.0-cpu-py3.11"
@@ -121,9 +123,10 @@ def test_build_refuses_contexts_changed_after_render_before_the_engine_is_asked(
         (context / "extra").symlink_to("/etc/passwd")
     else:
         (context / "Dockerfile").write_text(edit + (context / "Dockerfile").read_text())
-    result = run_cli("build", "--tag", "v2.7", "--only", "torch2.13.0-cpu-py3.11", cwd=tmp_path)
+    result = run_cli(*command, "--tag", "v2.7", "--only", "torch2.13.0-cpu-py3.11", cwd=tmp_path)
     assert result.returncode == 2 and "does not match the matrix for release v2.7" in result.stderr, result.stderr
     assert "engine" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "bake").exists()
 
 
 def hadolint() -> str:
