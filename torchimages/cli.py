@@ -545,6 +545,11 @@ def lock_command(matrix_path: Path, refresh: bool) -> None:
 def bake_command(*, matrix_path: Path, release: str, images_dir: Path | None, out_dir: Path, **values: object) -> None:
     """Write a docker buildx bake file of the rendered images: a target per image given what `build --builder
     buildkit` gives its build, a group per entry."""
+    write_bake(matrix_path, release, images_dir, out_dir, values)
+
+
+def write_bake(matrix_path: Path, release: str, images_dir: Path | None, out_dir: Path, values: dict) -> None:
+    """`bake`, and `matrix --format bake`: the file written, what to run printed."""
     from . import release as release_stages
 
     plan = load_plan(matrix_path, quiet=True)
@@ -560,17 +565,29 @@ def bake_command(*, matrix_path: Path, release: str, images_dir: Path | None, ou
 @main.command(name="matrix")
 @matrix_option
 @tag_option("Release tag used in image tags (default: the rendered one, or 'dev').")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "github", "bake"]), default="table",
+              show_default=True, help="bake: a docker buildx bake file of every image, written to --out (as `bake`).")
 @click.option("--per", type=click.Choice(["image", "entry"]), default="image", show_default=True,
               help="One row per image, or per matrix entry (its base image with its variants).")
-def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str) -> None:
-    """List the expanded images: name, variant, tag, flavor and versions."""
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), callback=output_folder,
+              help="--format bake: the folder for docker-bake.json, the staged contexts and the secret files.")
+@build_input_options
+def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str, out_dir: Path | None,
+                **values: object) -> None:
+    """List the expanded images: name, variant, tag, flavor and versions (or, --format bake, write them as a bake
+    file with the build inputs given)."""
     from .build import render as render_stage
     from .input import listing
 
-    plan = load_plan(matrix_path, quiet=fmt != "table")
     workspace = Workspace(matrix_path)
     release = release or render_stage.rendered_release(workspace.images()) or "dev"
+    if fmt == "bake":
+        if out_dir is None:
+            raise click.UsageError("--format bake writes a folder (the bake file, the staged contexts): give --out DIR")
+        write_bake(matrix_path, release, None, out_dir, {**values, "only": (), "flavors": (), "variants": (),
+                                                         "platforms": ()})
+        return
+    plan = load_plan(matrix_path, quiet=fmt != "table")
     rows = listing.image_rows(plan, release, workspace, per=per)
     if fmt == "github":
         click.echo(json.dumps({"include": rows}, separators=(",", ":")))

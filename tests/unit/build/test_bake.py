@@ -7,17 +7,20 @@ tests/integration/build/test_buildkit.py."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import stat
 from pathlib import Path
 
 import pytest
 
+from tests.buildpy import build_py
 from torchimages.build import bake, render
 from torchimages.build.buildkit import as_secret
 from torchimages.build.inputs import BuildInputs
 from torchimages.build.jobs import BuildRunner, Selection, plan_jobs
 
-from ..conftest import plan_of
+from ..conftest import ROOT, plan_of, run_cli
 from ..fake_engine import FakeEngine
 from .test_platform_jobs import AMD64_BASE, ARM64_BASE, ENTRY, NAME, RecordingBuilder, image
 
@@ -114,3 +117,17 @@ def test_a_declared_argument_that_carries_credentials_is_read_where_bake_runs(tm
     base = data["target"][bake.target_name(f"{NAME}-amd64")]
     assert base["dockerfile"] == "Dockerfile" and base["args"]["PIP_INDEX_URL"] == "${PIP_INDEX_URL}"
     assert "PIP_INDEX_URL" in data["variable"] and "index-secret" not in path.read_text()
+
+
+def test_matrix_format_bake_needs_a_folder_and_an_engine_and_writes_nothing_without_them(tmp_path: Path) -> None:
+    """`matrix --format bake` writes what `bake` writes: a folder (it is no listing to print) from what the engine
+    holds (the FROM images' IDs, for the content digest): without either, one line and exit 2, nothing written."""
+    shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
+    assert run_cli("render", "--tag", "v2.7", cwd=tmp_path).returncode == 0
+    no_folder = run_cli("matrix", "--format", "bake", "--tag", "v2.7", cwd=tmp_path)
+    assert no_folder.returncode == 2 and "give --out DIR" in no_folder.stderr, no_folder.stderr
+    nowhere = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}  # the session's engines answer
+    no_engine = build_py("matrix", "--format", "bake", "--tag", "v2.7", "--out", "bake", cwd=tmp_path, env=nowhere,
+                         timeout=60)
+    assert no_engine.returncode == 2 and "no Docker engine answers" in no_engine.stderr, no_engine.stderr
+    assert "Traceback" not in no_engine.stderr and not (tmp_path / "bake").exists()
