@@ -44,20 +44,27 @@ def inputs(tmp_path: Path) -> BuildInputs:
                        platform_bases=(("linux/amd64", AMD64_BASE), ("linux/arm64", ARM64_BASE)))
 
 
-@pytest.fixture
-def both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[dict], dict, Path]:
-    """What the runner gives each build, and the bake file exported from the same plan and inputs."""
-    monkeypatch.setenv("HTTPS_PROXY", PROXY)
+def runner_and_jobs(tmp_path: Path, *, without: str = "") -> tuple[BuildRunner, list, ContextRecordingBuilder]:
+    """The entry rendered (`without` a kind of file), its jobs, and a runner over the fake engine that records."""
     plan = plan_of(ENTRY)
     render.write(plan, "v1", tmp_path / "images")
+    for removed in (tmp_path / "images").glob(f"*/{without}") if without else ():
+        removed.unlink()
     given = inputs(tmp_path)
     jobs = plan_jobs(plan, "v1", tmp_path / "images", Selection(), base_for=given.base_for)
     engine = FakeEngine(images={AMD64_BASE: image("amd64"), ARM64_BASE: image("arm64")}).engine
     builder = ContextRecordingBuilder(dockerfile="Dockerfile.buildkit")
-    BuildRunner(engine, given, lambda _event: None, builder=builder).run(jobs)
-    out = tmp_path / "bake"
-    path, _data = bake.export(jobs, BuildRunner(engine, given, lambda _event: None, builder=ContextRecordingBuilder()), out)
-    return builder.asked, json.loads(path.read_text()), out
+    return BuildRunner(engine, given, lambda _event: None, builder=builder), jobs, builder
+
+
+@pytest.fixture
+def both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list[dict], dict, Path]:
+    """What the runner gives each build, and the bake file exported from the same plan and inputs."""
+    monkeypatch.setenv("HTTPS_PROXY", PROXY)
+    runner, jobs, builder = runner_and_jobs(tmp_path)
+    runner.run(jobs)
+    path, _data = bake.export(jobs, runner_and_jobs(tmp_path / "again")[0], tmp_path / "bake")
+    return builder.asked, json.loads(path.read_text()), tmp_path / "bake"
 
 
 def test_each_target_is_given_what_the_runner_gives_that_build(both: tuple[list[dict], dict, Path],
@@ -104,14 +111,7 @@ def test_no_secret_is_written_into_the_bake_file_and_a_variant_is_built_from_its
 def test_a_declared_argument_that_carries_credentials_is_read_where_bake_runs(tmp_path: Path) -> None:
     """A context built from its classic Dockerfile (no Dockerfile.buildkit) declares the index URL as an argument:
     its token is not written into the file either."""
-    plan = plan_of(ENTRY)
-    render.write(plan, "v1", tmp_path / "images")
-    for dockerfile in (tmp_path / "images").glob("*/Dockerfile.buildkit"):
-        dockerfile.unlink()
-    given = inputs(tmp_path)
-    jobs = plan_jobs(plan, "v1", tmp_path / "images", Selection(), base_for=given.base_for)
-    engine = FakeEngine(images={AMD64_BASE: image("amd64"), ARM64_BASE: image("arm64")}).engine
-    runner = BuildRunner(engine, given, lambda _event: None, builder=ContextRecordingBuilder())
+    runner, jobs, _builder = runner_and_jobs(tmp_path, without="Dockerfile.buildkit")
     path, _data = bake.export(jobs, runner, tmp_path / "bake")
     data = json.loads(path.read_text())
     base = data["target"][bake.target_name(f"{NAME}-amd64")]
