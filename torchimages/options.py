@@ -133,9 +133,12 @@ def audit_options(function: Callable[..., None]) -> Callable[..., None]:
 
 
 def advisory_source(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    """A URL (the query service), or a path that exists (a folder or zip, read before the build)."""
-    if value is None or value.startswith(("https://", "http://")):
-        if value is not None and (why := grammar.url_problem(value, "--advisories")):
+    """A URL (the query service), or a path that exists (a folder or zip, read before the build); empty is none (a CI
+    variable that is not set)."""
+    if not value:
+        return None
+    if value.startswith(("https://", "http://")):
+        if why := grammar.url_problem(value, "--advisories"):
             raise click.BadParameter(why)
         return value
     if not Path(value).exists():

@@ -109,6 +109,18 @@ def runner_env(inputs: BuildInputs, folder: Path, release: str = RELEASE,
             "PATH": f"{folder / 'bin'}:{env['PATH']}", "GH_RELEASES": str(github_releases or folder / "github-releases")}
 
 
+def advisories(folder: Path) -> Path:
+    """The runner's TORCHIMAGES_ADVISORIES: a folder of OSV advisories it holds, one of them for a Jinja2 older than
+    the images' (so the audit runs in each image and passes)."""
+    osv = folder / "osv"
+    osv.mkdir()
+    (osv / "GHSA-wf-0001.json").write_text(json.dumps({
+        "id": "GHSA-wf-0001", "modified": "2026-12-01T00:00:00Z", "database_specific": {"severity": "HIGH"},
+        "affected": [{"package": {"ecosystem": "PyPI", "name": "jinja2"},
+                      "ranges": [{"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "3.0.0"}]}]}]}))
+    return osv
+
+
 def docker_config() -> Path:
     """This machine's docker config folder, found as the docker CLI finds it."""
     return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
@@ -158,7 +170,7 @@ class ReleaseRunner:
         # This runner releases the entries it can build: the CPU entry of matrix.yaml (TORCHIMAGES_MATRIX), so that
         # `promote` finds every image of the release it was given (test_promote.py refuses a partial one).
         env = {**runner_env(self.inputs, folder, release, self.github_releases),
-               "TORCHIMAGES_MATRIX": str(cpu_matrix(folder))}
+               "TORCHIMAGES_MATRIX": str(cpu_matrix(folder)), "TORCHIMAGES_ADVISORIES": str(advisories(folder))}
         runner = Runner(root=ROOT, workspace=folder, context=secrets, env=env, drop=("--require-gpu",),
                         keep_entry=lambda entry: entry["entry"] == CPU_ENTRY)
         run = runner.workflow(WORKFLOWS / "release.yml")
@@ -208,7 +220,8 @@ def test_ci_workflow_steps_pass_here(ci_run: WorkflowRun, api: docker.APIClient,
 
 def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_run: tuple[WorkflowRun, Path],
                                                                       registry: Registry,
-                                                                      release_runner: ReleaseRunner) -> None:
+                                                                      release_runner: ReleaseRunner,
+                                                                      workspace: Path) -> None:
     run, _ = release_run
     assert_all_ran(run)
     include = json.loads(run.outputs["matrix"]["include"])
@@ -220,6 +233,9 @@ def test_release_workflow_pushes_the_cpu_entry_and_merges_the_manifest(release_r
     assert manifest["signed_by"]["public_key"] in (release_runner.signing_key.parent / "cosign.pub").read_text()
     assert all(image["signature"] for image in manifest["images"]), manifest["images"]
     assert sorted(i["variant"] for i in manifest["images"]) == ["base", "jupyter", "ssh"]
+    # the audit gate ran in each image with the runner's advisories (TORCHIMAGES_ADVISORIES) and passed
+    assert {(i["audit"]["status"], i["audit"]["source"]) for i in manifest["images"]} == \
+        {("passed", str(workspace / "release-workflow" / "osv"))}, [i["audit"] for i in manifest["images"]]
     client = RegistryClient(registry.host, username=registry.user, password=registry.password,
                             ca=registry.folder / "ca.crt")
     for image in manifest["images"]:
