@@ -21,6 +21,31 @@ GOLDEN = Path(__file__).parent / "golden"  # the reviewed render of golden/matri
 SIDE_LANE_FOLDERS = ("input", "verify")
 
 
+def option_variables() -> set[str]:
+    """Every TORCHIMAGES_* variable an option of a command reads (options.py declares them)."""
+    import click
+
+    from torchimages.cli import main
+
+    found, commands = set(), [main]
+    while commands:
+        command = commands.pop()
+        found |= {param.envvar for param in command.params if isinstance(param.envvar, str)}
+        commands += list(command.commands.values()) if isinstance(command, click.Group) else []
+    return found
+
+
+OPTION_VARIABLES = option_variables()
+
+
+@pytest.fixture(autouse=True)
+def no_runner_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runner's settings (TORCHIMAGES_WHEELHOUSE, _OFFLINE, _BASE_IMAGE: the workflows' stand-in runner has them, as
+    a self-hosted one does) are not a unit test's input: a test that reads one sets it."""
+    for name in OPTION_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     """The unit tier's lane, given here once rather than in each module (as each test is collected: before the
     session orders its tests by lane)."""
