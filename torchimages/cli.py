@@ -270,7 +270,7 @@ def smoke_test(*, matrix_path: Path, release: str, require_gpu: bool, report: Pa
 @audit_options
 @report_option()
 @click.option("--out", "out_file", type=click.Path(path_type=Path, dir_okay=False), callback=output_file,
-              help="The results as JSON, a Markdown table beside it [reports/RELEASE/audit.json].")
+              help="The results as JSON, a Markdown table beside it [reports/RELEASE/audit/build-report.json].")
 def audit_command(*, matrix_path: Path, release: str, report: Path | None, out_file: Path | None,
                   **values: object) -> None:
     """Match each built image's Python and Debian packages against OSV advisories; fail on a fixable one not allowed.
@@ -290,7 +290,7 @@ def audit_command(*, matrix_path: Path, release: str, report: Path | None, out_f
         raise UserError(f"{report_path} is the report of release {run_report.release}, not {release}: give --report "
                         f"the report of {release}")
     passed = auditstage.run({job.image: job.tag for job in jobs}, inputs, report=run_report,
-                            out=out_file or report_path.with_name("audit.json"), today=datetime.date.today(),
+                            out=out_file or auditstage.results_path(report_path), today=datetime.date.today(),
                             say=release_stages.say)
     if run_report is not None:
         run_report.write(report_path)

@@ -149,7 +149,7 @@ def audit(engine: Engine, report: Report, inputs: AuditInputs, report_path: Path
               for record in report.images if record.smoke_passed and not record.over_budget}
     if not tested:
         return True
-    return auditstage.run(tested, inputs, report=report, out=report_path.with_name("audit.json"),
+    return auditstage.run(tested, inputs, report=report, out=auditstage.results_path(report_path),
                           today=datetime.date.today(), say=say, engine=engine)
 
 

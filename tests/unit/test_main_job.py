@@ -97,6 +97,9 @@ def test_a_failed_audit_stops_the_release_before_any_push_and_an_allowlist_entry
     assert f"error: {jinja}: GHSA-test (CVE-2099-1): Jinja2 3.1.6 is affected, fixed in 3.1.7, severity HIGH" in said
     assert "nothing pushed" in said
     statuses = {r.image: r.audit.status for r in Report.load(options.report_path).images}  # type: ignore[union-attr]
+    # the audit's own results are not among the reports, which release.yml merges as reports/*.json
+    assert sorted(options.report_path.parent.glob("*.json")) == [options.report_path]
+    assert (options.report_path.parent / "audit" / options.report_path.name).is_file()
     assert statuses[jinja] == "failed" and list(statuses.values()).count("passed") == 2
     allowlist = tmp_path / "vulnerabilities.yaml"
     allowlist.write_text("- id: CVE-2099-1\n  reason: templates come from the image only\n  expires: 2099-01-31\n")

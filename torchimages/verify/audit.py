@@ -192,7 +192,7 @@ def as_json(result: AuditResult) -> dict[str, object]:
 
 
 def finding_records(image: ImageAudit) -> list[dict[str, object]]:
-    """Each finding as the report, the manifest and audit.json record it (grammar.FINDING_FIELDS)."""
+    """Each finding as the report, the manifest and the audit's JSON record it (grammar.FINDING_FIELDS)."""
     return [{"id": f.advisory.id, "aliases": list(f.advisory.aliases), "ecosystem": f.ecosystem, "package": f.package,
              "installed": f.installed, "fixed": f.fixed, "severity": f.advisory.severity,
              "allowed_by": image.covered[index].id if index in image.covered else None}
@@ -222,7 +222,8 @@ def failing_lines(image: ImageAudit, fail_on: str) -> list[str]:
 
 
 def write_outputs(result: AuditResult, out: Path) -> tuple[Path, Path]:
-    """OUT (JSON) and OUT's .md beside it."""
+    """OUT (JSON) and OUT's .md beside it (OUT's folder made)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     markdown_path = out.with_suffix(".md")
     atomic_write(out, json.dumps(as_json(result), indent=1) + "\n")
     atomic_write(markdown_path, markdown(result))

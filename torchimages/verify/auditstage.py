@@ -1,7 +1,8 @@
 """The audit stage: each tested image's packages against known advisories (verify/audit.py), after the smoke suite and
 before any push. Its inputs (the advisories, the allowlist) are read and checked before anything is built; each
 image's result is recorded on its report record (stages.audit), which the push and the release manifest carry, and
-audit.json with audit.md beside the report hold every finding.
+the audit's JSON and Markdown (results_path: an audit/ folder beside the report, out of the way of a glob over reports)
+hold every finding.
 
 A failed audit fails the image (report.ImageRecord.ok) and stops the release before its first push: the gate is the
 release's, not one image's. Without an advisory source every image is "not checked", never clean; with
@@ -52,6 +53,12 @@ class AuditInputs:
 
 
 NO_AUDIT = AuditInputs(None, None, ())
+
+
+def results_path(report_path: Path) -> Path:
+    """Where a run's audit results go: audit/REPORT.json (and .md) beside the report, not among the reports
+    themselves, which `build.py manifest reports/*.json` merges (release.yml)."""
+    return report_path.parent / "audit" / report_path.name
 
 
 def run(tags: dict[str, str], inputs: AuditInputs, *, report: Report | None, out: Path, today: datetime.date,
