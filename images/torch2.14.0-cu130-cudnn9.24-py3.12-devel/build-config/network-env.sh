@@ -1,6 +1,9 @@
 # Sourced by the builder stages' RUN steps (generated from templates/files/network-env.sh).
 # It trusts an extra CA bundle and uses a local wheelhouse for this build only: these files
 # live in a builder stage and never reach the final image.
+# The RUN steps trace their commands (set -x); not while this file runs: it exports index URLs with their tokens
+# from the secret, which the trace would print into the build's log whenever the step is not cached.
+case "$-" in *x*) network_env_traced=1; set +x ;; *) network_env_traced=0 ;; esac
 config=/tmp/build-config
 # --builder buildkit hands index URLs and OFFLINE over as a secret file, never as build arguments.
 if [ -r /run/secrets/build-env ]; then
@@ -25,3 +28,4 @@ export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 # Reproducible environment layers: with SOURCE_DATE_EPOCH set (a build argument), pip compiles each installed module
 # hash-based (py_compile's default then), so no .pyc holds a build's time; no other Python run here writes a .pyc.
 export PYTHONDONTWRITEBYTECODE=1
+if [ "${network_env_traced}" = 1 ]; then set -x; fi

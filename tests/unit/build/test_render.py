@@ -160,6 +160,19 @@ def test_a_render_that_changes_nothing_writes_nothing(tmp_path: Path) -> None:
     assert out.stat().st_ino != folder and '"release": "v2"' in (out / "rendered.json").read_text()
 
 
+def test_the_traced_steps_do_not_print_the_index_token_they_read(tmp_path: Path) -> None:
+    """Each installing RUN step runs `set -eux; . network-env.sh`: the file exports index URLs with their tokens (a
+    build argument for the classic builder, the secret for BuildKit), which bash's trace would print into the build's
+    log on every step not found in the cache. It reads them untraced and traces again after."""
+    render.write(golden_plan(), "v1", tmp_path / "out")
+    script = tmp_path / "out" / "cpu-tiny" / "build-config" / "network-env.sh"
+    ran = subprocess.run(["bash", "-c", f"set -eux; . {script}; echo traced-again"], capture_output=True, text=True,
+                         env={**os.environ, "PIP_INDEX_URL": "https://ci:index-token-42@pypi.invalid/simple"},
+                         timeout=30, check=False)
+    assert ran.returncode == 0 and "traced-again" in ran.stdout, ran.stderr
+    assert "index-token-42" not in ran.stderr and "+ echo traced-again" in ran.stderr, ran.stderr
+
+
 def test_build_config_goes_exactly_into_the_contexts_that_copy_it(tmp_path: Path) -> None:
     """The template declares what a Dockerfile COPYs (macros.build_args); nothing parses the Dockerfile for it."""
     render.write(golden_plan(), "v1", tmp_path / "out")
