@@ -85,6 +85,13 @@ def load_plan(path: Path, quiet: bool = False) -> Plan:
     return planning.load(path, max_images=limit, release=release if isinstance(release, str) else None, quiet=quiet)
 
 
+def applied(options: list, function: Callable[..., None]) -> Callable[..., None]:
+    """`function` with `options` declared in their order (as if each were its decorator, the first on top)."""
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
 def selection_options(function: Callable[..., None]) -> Callable[..., None]:
     """--only, --flavor and --variant: which images a command works on (buildjobs.Selection)."""
     options = [
@@ -94,9 +101,7 @@ def selection_options(function: Callable[..., None]) -> Callable[..., None]:
         click.option("--platform", "platforms", multiple=True, type=click.Choice(tuple(PLATFORMS)),
                      envvar="TORCHIMAGES_PLATFORM", help="Only the images of these platforms (an entry's `platforms`)."),
     ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+    return applied(options, function)
 
 
 def selection_from(values: dict) -> Selection:
@@ -127,9 +132,7 @@ def audit_options(function: Callable[..., None]) -> Callable[..., None]:
                           "entry allows."),
         click.option("--require-audit", is_flag=True, help="Fail, instead of saying 'not checked', without --advisories."),
     ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+    return applied(options, function)
 
 
 def advisory_source(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
@@ -189,9 +192,7 @@ def build_input_option_list() -> list:
 
 
 def build_input_options(function: Callable[..., None]) -> Callable[..., None]:
-    for option in reversed(build_input_option_list()):
-        function = option(function)
-    return function
+    return applied(build_input_option_list(), function)
 
 
 def build_options(function: Callable[..., None]) -> Callable[..., None]:
@@ -228,9 +229,7 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
                           "images whose content is unchanged."),
         *push_option_list(),
     ]
-    for option in reversed(options):
-        function = option(function)
-    return function
+    return applied(options, function)
 
 
 def push_option_list(*, with_flag: bool = True, with_candidate: bool = True) -> list:
@@ -261,16 +260,12 @@ def push_option_list(*, with_flag: bool = True, with_candidate: bool = True) -> 
 
 
 def push_options(function: Callable[..., None]) -> Callable[..., None]:
-    for option in reversed(push_option_list(with_flag=False)):
-        function = option(function)
-    return function
+    return applied(push_option_list(with_flag=False), function)
 
 
 def registry_options(function: Callable[..., None]) -> Callable[..., None]:
     """The push options without --candidate: where, as whom, --force and the manifest to write (promote)."""
-    for option in reversed(push_option_list(with_flag=False, with_candidate=False)):
-        function = option(function)
-    return function
+    return applied(push_option_list(with_flag=False, with_candidate=False), function)
 
 
 def push_options_if_asked(plan: Plan, values: dict, release: str) -> PushOptions | None:

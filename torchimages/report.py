@@ -110,8 +110,10 @@ class AuditStage:
         return self.status != "failed"
 
     def cell(self) -> str:
+        """In words, for the summary and the release manifest's table: the status alone where nothing was checked."""
         allowed = sum(1 for finding in self.findings if finding["allowed_by"])
-        return f"{self.status}: {len(self.findings)} advisories, {allowed} allowed" if self.source else self.status
+        return (f"{self.status} at {self.fail_on}: {len(self.findings)} advisories, {allowed} allowed" if self.source
+                else self.status)
 
 
 STAGES = {"smoke": SmokeStage, "push": PushStage, "sbom": SbomStage, "audit": AuditStage}
