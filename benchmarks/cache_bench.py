@@ -62,8 +62,9 @@ def registry(folder: Path) -> Iterator[tuple[str, str]]:
 
 
 @contextmanager
-def empty_engine(folder: Path) -> Iterator[str]:
-    """A second dockerd with its own data root, socket and bridge: an engine that has never built anything.
+def empty_engine(folder: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """A second dockerd with its own data root, socket and bridge: an engine that has never built anything (`env`: its
+    environment, this process's by default).
 
     Its own bridge, never `--bridge none`: that makes dockerd delete docker0, which the first engine needs. No NAT is
     set up for it: a reused image runs no step, so the warm build needs no network (a step that runs fails loudly).
@@ -78,7 +79,7 @@ def empty_engine(folder: Path) -> Iterator[str]:
     daemon = subprocess.Popen(["dockerd", "--data-root", str(folder / "root"), "--exec-root", str(folder / "exec"),
                                "-H", f"unix://{socket_path}", "--pidfile", str(folder / "docker.pid"),
                                "--bridge", BRIDGE, "--iptables=false", "--ip-masq=false"],
-                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     address = f"unix://{socket_path}"
     try:
         for _ in range(60):
