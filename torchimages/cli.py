@@ -605,15 +605,17 @@ def list_matrix(matrix_path: Path, release: str | None, fmt: str, per: str, out_
 @click.option("--platform", "platform_name", help="linux/amd64 or linux/arm64 (default: this machine's).")
 @click.option("--manifest", "manifest_path", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="A release manifest (releases/v2.7.json, a release's asset): its tags instead of the matrix's entries.")
+@click.option("--docker", help="The host's Docker engine version (`docker version`, the server's): checked against what a "
+                               "release's images need to pull (zstd layers: 23.0).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def fit(*, matrix_path: Path, driver: str | None, gpu: str | None, platform_name: str | None,
-        manifest_path: Path | None, fmt: str) -> None:
+        manifest_path: Path | None, docker: str | None, fmt: str) -> None:
     """Which images run on a host (driver, GPU, platform), and why each other one does not: exit 0 when a CUDA image
     runs, 1 when none does."""
     from . import manifest
     from .verify import fit as host_fit
 
-    host = host_fit.host_from(driver, gpu, platform_name)
+    host = host_fit.host_from(driver, gpu, platform_name, docker)
     if manifest_path:
         found, source = host_fit.manifest_fits(manifest.read(manifest_path), host), str(manifest_path)
     else:

@@ -264,6 +264,26 @@ OLDEST_ENGINE = (20, 10)
 BUILDKIT_BY_DEFAULT = 23
 
 
+# The first Docker engine that pulls zstd-compressed layers: Docker 23.0's release notes ("Add support for pulling zstd
+# compressed layers", moby/moby#41759, moby/moby#42862, https://github.com/moby/moby/releases/tag/v23.0.0). Debian 12's
+# dockerd 20.10.24 stops on such a layer with "failed to register layer: Error processing tar file(exit status 1):
+# archive/tar: invalid tar header" (tried here, docs/engines.md). An image pushed with one records this floor for `fit`.
+ZSTD_PULL_FLOOR = "23.0"
+ENGINE_RELEASE = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})")  # 26.1.5+dfsg1 -> (26, 1): what a floor compares
+
+
+def pull_floor(layer_media_types: tuple[str, ...]) -> str | None:
+    """The oldest Docker engine that pulls an image of these layers: ZSTD_PULL_FLOOR where one is zstd, else None
+    (every engine this tool supports reads gzip)."""
+    return ZSTD_PULL_FLOOR if any(media_type.endswith("+zstd") for media_type in layer_media_types) else None
+
+
+def engine_release(version: str) -> tuple[int, int] | None:
+    """A Docker engine version's major and minor ('26.1.5+dfsg1' -> (26, 1)); None for what is not a version."""
+    found = ENGINE_RELEASE.match(version)
+    return (int(found[1]), int(found[2])) if found else None
+
+
 class UnsupportedEngine(UserError):
     """An engine older than the oldest supported one: builds there fail in ways this tool does not explain."""
 

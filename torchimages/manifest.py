@@ -29,6 +29,7 @@ from .input.grammar import (
     audit_problem,
     count_problem,
     digest_problem,
+    engine_floor_problem,
     epoch_problem,
     image_name_problem,
     image_platform_problem,
@@ -327,9 +328,17 @@ def read_image(fields: Fields, manifest: ReleaseManifest, folder: Path) -> Manif
         size_bytes=fields.count("size_bytes", optional=True), layers=fields.count("layers", optional=True),
         content_digest=fields.text("content_digest", digest_problem, optional=True),
         sbom=read_sbom(fields, folder), wheels=read_wheels(fields, folder), platform=platform,
-        runs_on=fields.table("runs_on", runs_on_key_problem, runs_on_value_problem) or None,  # type: ignore[arg-type]
+        runs_on=read_runs_on(fields),
         signature=fields.text("signature", digest_problem, optional=True), built_from=read_built_from(fields, variant),
         source_date_epoch=read_epoch(fields), audit=read_audit(fields))
+
+
+def read_runs_on(fields: Fields) -> dict[str, str] | None:
+    """What a host needs; its min_docker, where recorded, a Docker engine release (23.0)."""
+    runs_on = fields.table("runs_on", runs_on_key_problem, runs_on_value_problem) or None
+    if runs_on and "min_docker" in runs_on and (why := engine_floor_problem(runs_on["min_docker"])):
+        fields.refuse("runs_on", f"min_docker {why}")
+    return runs_on  # type: ignore[return-value]
 
 
 def read_audit(fields: Fields) -> dict[str, object] | None:

@@ -210,6 +210,11 @@ def build_options(function: Callable[..., None]) -> Callable[..., None]:
                      help="The buildx builder instance BuildKit builds on (`docker buildx ls`: a docker context's engine, "
                           "a remote or kubernetes BuildKit fleet); the image is loaded into DOCKER_HOST's engine. "
                           "[default: buildx's current builder]"),
+        click.option("--compression", type=click.Choice(("gzip", "zstd")), default="gzip", show_default=True,
+                     envvar="TORCHIMAGES_COMPRESSION",
+                     help="The layers' compression. zstd: BuildKit (buildx) on an engine with the containerd image "
+                          "store compresses each layer as it builds it, and the push sends those; pulling them needs "
+                          "Docker 23.0 or later, which the release manifest records for `fit --docker`."),
         plain_option,
         report_option(),
         logs_option,
@@ -322,7 +327,8 @@ def build_options_from(release: str, images_dir: Path, values: dict, *, reposito
     return BuildOptions(release=release, images_dir=images_dir, selection=selection_from(values), jobs=values["jobs"],
                         no_cache=values["no_cache"], plain=values["plain"], report=values["report"], logs=values["logs"],
                         inputs=inputs, budget=budget_from(values, previous), builder=values["builder"],
-                        buildx_builder=values["buildx_builder"], released=released_from(values.get("from_release")),
+                        buildx_builder=values["buildx_builder"], compression=values.get("compression") or "gzip",
+                        released=released_from(values.get("from_release")),
                         cache=cache_sources_from(tuple(values["cache_from"]), previous, repository,
                                                  no_cache=bool(values["no_cache"])))
 

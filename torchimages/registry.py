@@ -32,10 +32,16 @@ PINNABLE_TYPES = ", ".join((
 ))
 
 
+# A layer's media type, Docker's or OCI's (gzip, zstd, uncompressed, foreign): nothing else is a layer to pull
+LAYER_TYPE = re.compile(r"application/vnd\.(docker\.image\.rootfs\.(foreign\.)?diff\.tar(\.gzip)?|"
+                        r"oci\.image\.layer\.(nondistributable\.)?v1\.tar(\+gzip|\+zstd)?)")
+
+
 @dataclass(frozen=True)
 class RemoteTag:
     digest: str  # the manifest digest (what users pin: repository@sha256:...)
     config_digest: str  # equals the local image ID for the same image
+    layer_types: tuple[str, ...] = ()  # its layers' media types, each once: which engines can pull it (engine.pull_floor)
 
 
 def split_reference(repository: str) -> tuple[str, str]:
@@ -64,11 +70,16 @@ class RegistryClient:
             return None
         response.raise_for_status()
         try:
-            config = response.json()["config"]["digest"]
-        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested past Python's limit
+            body = response.json()
+            config = body["config"]["digest"]
+            layer_types = tuple(dict.fromkeys(layer["mediaType"] for layer in body.get("layers") or ()))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # RecursionError: nested too deep
             raise requests.RequestException(f"{name}:{tag}: the registry answered a manifest without a config") from None
+        if not all(isinstance(media_type, str) and LAYER_TYPE.fullmatch(media_type) for media_type in layer_types):
+            raise requests.RequestException(f"{name}:{tag}: the registry answered a layer of no known media type: "
+                                            f"{visible(str(layer_types))[:200]}")
         return RemoteTag(digest=checked_digest(response.headers.get("Docker-Content-Digest"), f"{name}:{tag}"),
-                         config_digest=checked_digest(config, f"{name}:{tag} config"))
+                         config_digest=checked_digest(config, f"{name}:{tag} config"), layer_types=layer_types)
 
     def digest(self, name: str, tag: str) -> str | None:
         """The digest NAME:TAG resolves to (an index's for a multi-arch image, as `docker pull` pins), None if absent."""

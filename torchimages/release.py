@@ -99,7 +99,8 @@ def build(plan: Plan, options: BuildOptions, engine: Engine) -> Report:
     buildstage.check_contexts(jobs, options.release)
     if options.released:
         err.print(buildstage.check_released(options, jobs, engine), highlight=False, markup=False)
-    builder = buildstage.builder_of(options.builder, engine, instance=options.buildx_builder)
+    builder = buildstage.builder_of(options.builder, engine, instance=options.buildx_builder,
+                                    compression=options.compression)
     err.print(f"building with {builder.describe()} on {engine.describe()}", highlight=False)
     with shown(options.plain, options.logs_dir) as (emit, logs):
         report = buildstage.build(plan, options, engine, emit, logs, builder=builder)

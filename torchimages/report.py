@@ -22,6 +22,7 @@ from .input.grammar import (
     audit_problem,
     control_problem,
     digest_problem,
+    engine_floor_problem,
     entry_name_problem,
     image_name_problem,
     image_platform_problem,
@@ -78,6 +79,7 @@ class PushStage:
     error: str | None = None
     attempts: int = 0
     candidate: str | None = None  # pushed under a candidate tag (RELEASE-CANDIDATE-IMAGE), for `promote`
+    min_docker: str | None = None  # the oldest Docker engine that pulls it (zstd layers: 23.0); None: any supported
 
     @property
     def ok(self) -> bool:
@@ -367,7 +369,8 @@ def record_problem(record: ImageRecord) -> tuple[str, str] | None:
         push = record.push
         checks += [("stages.push.reference", text_problem(push.reference, image_reference_problem)),
                    ("stages.push.digest", optional_problem(push.digest, digest_problem)),
-                   ("stages.push.candidate", optional_problem(push.candidate, tag_part_problem))]
+                   ("stages.push.candidate", optional_problem(push.candidate, tag_part_problem)),
+                   ("stages.push.min_docker", optional_problem(push.min_docker, engine_floor_problem))]
     if record.audit is not None:
         checks.append(("stages.audit", audit_problem(asdict(record.audit))))
     if record.sbom is not None:

@@ -18,6 +18,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import IO
 
+import zstandard
+
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -83,9 +85,11 @@ def layer_bytes(content: IO[bytes]) -> int | None:
     without bytes, so counted once) plus symlinks' targets; None when the blob is no tar (a config, a manifest)."""
     stream = io.BufferedReader(content, 1 << 20)  # type: ignore[arg-type]
     head = stream.peek(4)[:4]
-    if head.startswith(ZSTD_MAGIC):
-        raise UncountedLayer("a zstd-compressed layer: its unpacked size cannot be counted here")
-    source: IO[bytes] = gzip.GzipFile(fileobj=stream) if head.startswith(GZIP_MAGIC) else stream
+    source: IO[bytes] = stream
+    if head.startswith(GZIP_MAGIC):
+        source = gzip.GzipFile(fileobj=stream)
+    elif head.startswith(ZSTD_MAGIC):  # --compression zstd: the layers as BuildKit exported them
+        source = zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)  # type: ignore[assignment]
     total = 0
     try:
         with tarfile.open(fileobj=source, mode="r|") as layer:
@@ -94,6 +98,6 @@ def layer_bytes(content: IO[bytes]) -> int | None:
                     total += entry.size
                 elif entry.issym():
                     total += len(entry.linkname.encode())
-    except (tarfile.TarError, EOFError, gzip.BadGzipFile):
+    except (tarfile.TarError, EOFError, gzip.BadGzipFile, zstandard.ZstdError):
         return None
     return total

@@ -11,6 +11,7 @@ import json
 import tarfile
 
 import pytest
+import zstandard
 
 from tests.unit.fake_engine import FakeEngine
 from torchimages.engine import CLASSIC_STORE, CONTAINERD_STORE
@@ -98,6 +99,13 @@ def test_a_layer_shared_with_an_image_counted_before_is_not_read_again() -> None
     # Under the base layer's name, other bytes: read again, they would count 300
     variant = saved([BASE, TOP], oci=True, stored={0: gzip.compress(TOP, mtime=0)})
     assert sizes.image_size([variant[i:i + 100] for i in range(0, len(variant), 100)]) == BASE_BYTES + TOP_BYTES
+
+
+def test_a_zstd_layer_counts_as_the_same_layer_gzipped() -> None:
+    """--compression zstd: BuildKit exports every layer zstd-compressed into the containerd store; the size is the
+    unpacked bytes, the same as the gzip layer's or the uncompressed one's."""
+    for stored in ({0: zstandard.ZstdCompressor().compress(BASE)}, {0: gzip.compress(BASE, mtime=0)}, {}):
+        assert LayerSizes().image_size([saved([BASE], oci=True, stored=stored)]) == BASE_BYTES, stored
 
 
 def test_a_layer_that_cannot_be_counted_gives_no_size_rather_than_a_wrong_one() -> None:

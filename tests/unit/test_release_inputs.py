@@ -421,6 +421,30 @@ def test_publish_writes_each_pushed_image_once_in_name_order_with_what_its_repor
         publish.manifest([Report("v2.7", "matrix.yaml", images=[untested], folder=tmp_path)], REPOSITORY)
 
 
+def test_the_engine_a_pushed_image_needs_goes_into_its_runs_on_and_is_read_back(tmp_path: Path) -> None:
+    """A push that read zstd layers back from the registry (PushStage.min_docker) makes the manifest's runs_on say
+    min_docker, beside what the build recorded; the written manifest reads back the same, and a report whose push
+    stage holds no engine release is refused."""
+    from torchimages import manifest as manifests
+    from torchimages.publish import push as publish
+
+    needs = {"min_driver": "none", "min_driver_minor_compat": "none", "gpu_archs": "none"}
+    zstd = pushed_record(runs_on=needs, push=PushStage(f"{REPOSITORY}:v2.7-{CPU}", digest=digest(1), min_docker="23.0"))
+    made = publish.manifest([Report("v2.7", "matrix.yaml", images=[zstd], folder=tmp_path)], REPOSITORY)
+    assert made.by_name()[CPU].runs_on == {**needs, "min_docker": "23.0"}
+    written = tmp_path / "releases" / "v2.7.json"
+    written.parent.mkdir()
+    manifests.write(made, written)
+    assert manifests.read(written).by_name()[CPU].runs_on == {**needs, "min_docker": "23.0"}
+    gzip = pushed_record(runs_on=needs, push=PushStage(f"{REPOSITORY}:v2.7-{CPU}", digest=digest(1)))
+    assert publish.manifest([Report("v2.7", "m.yaml", images=[gzip], folder=tmp_path)], REPOSITORY).by_name()[CPU].runs_on == needs
+    report = tmp_path / "report.json"
+    Report("v2.7", "matrix.yaml", images=[pushed_record(push=PushStage(f"{REPOSITORY}:v2.7-{CPU}", digest=digest(1),
+                                                                      min_docker="latest"))]).write(report)
+    with pytest.raises(UserError, match=r"stages\.push\.min_docker.*'latest' is not a Docker engine release"):
+        Report.load(report)
+
+
 def test_a_written_manifest_has_its_host_index_beside_it(tmp_path: Path) -> None:
     """releases/v2.7-hosts.json: per tag, each platform's pin, versions, GPU generations and driver, from the manifest
     as read (what `build.py fit --manifest` decides with), published as a release asset of its own."""

@@ -22,7 +22,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..engine import BuildOutcome, Engine, engine_address
+from ..engine import CONTAINERD_STORE, BuildOutcome, Engine, engine_address
 from ..errors import UserError, visible
 from ..events import EventSink, StageEvent
 from ..input.grammar import digest_problem
@@ -37,6 +37,10 @@ QUIET = re.compile(r"^#\d+ (sha256:[0-9a-f]+|DONE [0-9.]+s|CACHED)$")  # bookkee
 # What Dockerfile.buildkit reads from the build-env secret (macros.build_args); the rest stay build arguments.
 SECRET_ARGUMENTS = frozenset({"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "TORCH_INDEX_URL", "OFFLINE"})
 MODERN_CLIENT = 23  # from 23.0 the CLI builds with BuildKit only through buildx
+# --compression zstd: the image exporter into the engine's store, every layer (the base's too) compressed with zstd as it
+# is exported, under OCI media types (Docker's have no zstd layer); the containerd store keeps those blobs, and the push
+# sends them as they are.
+ZSTD_OUTPUT = "type=image,compression=zstd,force-compression=true,oci-mediatypes=true"
 # A buildx builder instance's name as `docker buildx create --name` accepts it (and a docker context's name): never
 # an option, never a path.
 BUILDX_BUILDER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -50,8 +54,9 @@ class BuildKitCli:
     version: str
     buildx: bool
 
-    def command(self, selects: list[str] | None = None) -> list[str]:
-        """The build command; `selects`: the options that name a buildx builder (check_instance), buildx only."""
+    def command(self, selects: list[str] | None = None, output: str | None = None) -> list[str]:
+        """The build command; `selects`: the options that name a buildx builder (check_instance), buildx only;
+        `output`: buildx's --output for the engine's image store (ZSTD_OUTPUT), else --load."""
         if not self.buildx:
             return [self.path, "build"]
         context = selects if selects and selects[0] == "--context" else []
@@ -59,7 +64,8 @@ class BuildKitCli:
         # No attestations of buildx's own: on the containerd store they make the image an index (an `unknown/unknown`
         # attestation manifest beside the image's), which the release's index would nest; the tool attaches its own
         # provenance and SBOM to what it pushes (torchimages.publish.attest).
-        return [self.path, *context, "buildx", "build", *builder, "--load", "--provenance=false", "--sbom=false"]
+        loaded = [f"--output={output}"] if output else ["--load"]
+        return [self.path, *context, "buildx", "build", *builder, *loaded, "--provenance=false", "--sbom=false"]
 
     def describe(self) -> str:
         return f"{self.path} {self.version} ({'buildx' if self.buildx else 'DOCKER_BUILDKIT=1'})"
@@ -200,11 +206,16 @@ class BuildKitBuilder:
     dockerfile = BUILDKIT_DOCKERFILE
 
     def __init__(self, engine: Engine, cli: BuildKitCli | None = None, *, stop_grace: float = STOP_GRACE,
-                 instance: str | None = None) -> None:
+                 instance: str | None = None, compression: str = "gzip") -> None:
         self.engine = engine
         self.cli = cli or find_cli()
         self.instance = instance
         self.selects = check_instance(self.cli, instance) if instance is not None else []
+        self.output = compressed_output(self.cli, engine, compression)
+        if self.output and self.selects[:1] == ["--builder"]:
+            raise UserError(f"--compression {compression} with --buildx-builder {instance}: a builder of another driver "
+                            "than docker loads the image into this engine as `--load` does, gzip; only a builder of "
+                            "this engine (the docker driver) keeps the layers as it compressed them")
         self.stop_grace = stop_grace
         self.running: dict[str, subprocess.Popen[str]] = {}
         self._interrupted: set[int] = set()
@@ -222,7 +233,7 @@ class BuildKitBuilder:
                 buildargs, secret_options = as_secret(buildargs, Path(tmp) / "build-env")
             else:
                 dockerfile, secret_options = context / "Dockerfile", []
-            command = [*self.cli.command(self.selects), "--progress=plain", "--file", str(dockerfile), "--tag", tag,
+            command = [*self.cli.command(self.selects, self.output), "--progress=plain", "--file", str(dockerfile), "--tag", tag,
                        "--iidfile", str(iidfile), *(["--no-cache"] if self.engine.no_cache else []), *secret_options,
                        *([f"--platform={platform}"] if platform else []),
                        *[f"--build-arg={name}" for name in sorted(buildargs)],
@@ -287,6 +298,23 @@ class BuildKitBuilder:
             self._interrupted.add(process.pid)
         signal_group(process, signal.SIGINT)
         threading.Thread(target=kill_after, args=(process, self.stop_grace), name="buildkit-stop", daemon=True).start()
+
+
+def compressed_output(cli: BuildKitCli, engine: Engine, compression: str) -> str | None:
+    """buildx's --output for --compression, or None (--load: gzip, the push's own); a UserError, before any build, where
+    the layers would not stay as built: without buildx, or on the classic store, which keeps layers uncompressed and
+    gzips them at the push."""
+    if compression == "gzip":
+        return None
+    if not cli.buildx:
+        raise UserError(f"--compression {compression} needs the buildx plugin (its image exporter compresses the layers), "
+                        f"and {cli.describe()} has none")
+    if engine.store() != CONTAINERD_STORE:
+        raise UserError(f"--compression {compression} needs an engine with the containerd image store, which keeps the "
+                        f"layers as BuildKit compressed them for the push: Docker {engine.version()} here has the "
+                        f"{engine.store()} store, whose push gzips every layer (docs/engines.md); build on Docker 23 or "
+                        "later with the containerd image store, or leave --compression out")
+    return ZSTD_OUTPUT
 
 
 def as_secret(buildargs: dict[str, str], path: Path) -> tuple[dict[str, str], list[str]]:

@@ -51,6 +51,7 @@ class BuildOptions:
     # classic (the Docker SDK), buildkit (a docker CLI; torchimages.build.buildkit), or None: the engine's own default
     builder: str | None = None
     buildx_builder: str | None = None  # a named buildx builder instance for BuildKit builds; None: buildx's current
+    compression: str = "gzip"  # the layers' (--compression): zstd from BuildKit on the containerd image store only
     released: FromRelease | None = None  # --from-release: the release whose bases and wheel locks the build takes
 
     @property
@@ -120,7 +121,7 @@ def check_released(options: BuildOptions, jobs: list[BuildJob], engine: Engine) 
             f"{len(wheels)}, each served by {' or '.join(map(str, sources))}; each base FROM the image it was built from")
 
 
-def builder_of(name: str | None, engine: Engine, *, instance: str | None = None) -> Builder:
+def builder_of(name: str | None, engine: Engine, *, instance: str | None = None, compression: str = "gzip") -> Builder:
     """The backend --builder names: the classic builder through the SDK, or BuildKit through a docker CLI (on the
     buildx builder `instance` when named); without --builder, the engine's own default (engine.default_builder:
     BuildKit from Docker 23)."""
@@ -128,7 +129,12 @@ def builder_of(name: str | None, engine: Engine, *, instance: str | None = None)
     if chosen == "buildkit":
         from .buildkit import BuildKitBuilder
 
-        return BuildKitBuilder(engine, instance=instance)
+        return BuildKitBuilder(engine, instance=instance, compression=compression)
+    if compression != "gzip":
+        why = "--builder classic" if name else f"the default of this Docker {engine.version()} engine"
+        raise UserError(f"--compression {compression}: BuildKit compresses the layers as it builds them, and this build "
+                        f"uses the classic builder ({why}), whose layers the push gzips: build with --builder buildkit "
+                        "on an engine with the containerd image store, or leave --compression out")
     if instance is not None:
         why = "--builder classic" if name else f"the default of this Docker {engine.version()} engine"
         raise UserError(f"--buildx-builder {instance} names a BuildKit builder, but this build uses the classic builder "

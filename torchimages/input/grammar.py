@@ -77,7 +77,10 @@ LOCKED_WHEEL = pattern(f"(?P<name>{PACKAGE_NAME.pattern})==(?P<version>{PACKAGE_
 # One word of what a host needs to run an image: a driver version, or a GPU generation (12.0+PTX).
 RUNS_ON_WORD = pattern(r"[0-9]{1,4}(\.[0-9]{1,4}){0,2}(\+PTX)?")
 VERSION_KEYS = ("torch", "cuda", "cudnn", "nccl", "python", "ngc")
-RUNS_ON_KEYS = ("min_driver", "min_driver_minor_compat", "gpu_archs")  # specs.ImageSpec.runs_on
+# specs.ImageSpec.runs_on; min_docker: the oldest Docker engine that pulls the image, where its pushed layers need one
+# newer than this tool supports (push.runs_on: zstd layers, engine.ZSTD_PULL_FLOOR)
+RUNS_ON_KEYS = ("min_driver", "min_driver_minor_compat", "gpu_archs", "min_docker")
+ENGINE_FLOOR = pattern(r"[0-9]{1,4}\.[0-9]{1,4}")
 # Unicode categories no value may hold: controls (newline, tab, NUL, ESC), format characters (U+202E
 # right-to-left override, zero-width spaces), line and paragraph separators, unassigned code points.
 REFUSED_CATEGORIES = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
@@ -279,6 +282,13 @@ def runs_on_value_problem(value: object) -> str | None:
     if value == "none" or (0 < len(value) <= 200 and all(RUNS_ON_WORD.fullmatch(w) for w in value.split(" "))):
         return None
     return f"{visible(value)[:60]!r} is not 'none', a driver version or GPU generations (e.g. 7.5 8.0 12.0+PTX)"
+
+
+def engine_floor_problem(value: object) -> str | None:
+    """A Docker engine release a pull needs, as MAJOR.MINOR (23.0)."""
+    if isinstance(value, str) and ENGINE_FLOOR.fullmatch(value):
+        return None
+    return f"{visible(str(value))[:40]!r} is not a Docker engine release (MAJOR.MINOR, e.g. 23.0)"
 
 
 def count_problem(value: object) -> str | None:

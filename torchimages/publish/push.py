@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import requests
 
-from ..engine import ENGINE_ERRORS, Engine
+from ..engine import ENGINE_ERRORS, Engine, pull_floor
 from ..errors import UserError
 from ..events import EventSink, Kind, StageEvent, ignore
 from ..files import contained
@@ -49,10 +49,11 @@ class PushOutcome:
     attempts: int = 0
     candidate: str | None = None
     tried: bool = True  # False: not pushed, by the rules (a failed suite, over budget, its base not pushed)
+    min_docker: str | None = None  # the oldest Docker engine that pulls it, from its layers' media types (zstd: 23.0)
 
     def stage(self) -> PushStage:
         return PushStage(reference=self.reference, digest=self.digest, size=self.size, pushed=self.pushed,
-                         error=self.error, attempts=self.attempts, candidate=self.candidate)
+                         error=self.error, attempts=self.attempts, candidate=self.candidate, min_docker=self.min_docker)
 
 
 class Publisher:
@@ -118,7 +119,7 @@ class Publisher:
             # The same image: on the classic store its ID is its configuration's digest, on the containerd store
             # its manifest's (docs/engines.md)
             if remote and local_id in (remote.config_digest, remote.digest):
-                outcome.digest = remote.digest
+                outcome.digest, outcome.min_docker = remote.digest, pull_floor(remote.layer_types)
                 return outcome
             if remote and not self.force:
                 outcome.error = (f"refused: {reference} already points at another image ({remote.digest}); release "
@@ -131,6 +132,8 @@ class Publisher:
             readback = self._retrying(outcome, f"reading {reference}", lambda: self.registry.tag(self.name, tag))
             if readback is None or readback.digest != outcome.digest:
                 outcome.error = f"the registry reports {readback.digest if readback else 'no such tag'} after the push"
+            else:  # what its layers need, as the registry serves them to a pull (--compression zstd: Docker 23.0)
+                outcome.min_docker = pull_floor(readback.layer_types)
         except PushError as exc:
             outcome.error = str(exc)
         except ENGINE_ERRORS as exc:
@@ -268,12 +271,22 @@ def manifest_image(record: ImageRecord, report: Report, made: ReleaseManifest) -
     smoke = record.smoke
     return ManifestImage(image=record.image, variant=record.variant, digest=record.push.digest,
                          versions=record.versions, size_bytes=record.size_bytes, layers=record.layers,
-                         content_digest=record.content_digest, sbom=sbom, platform=record.platform, runs_on=record.runs_on,
+                         content_digest=record.content_digest, sbom=sbom, platform=record.platform,
+                         runs_on=runs_on(record),
                          wheels=tuple(record.wheels) if record.wheels is not None else None,
                          smoke=SmokeCounts(smoke.passed, smoke.failed, smoke.skipped, smoke.skipped_no_gpu),
                          built_from=built_from(record),
                          source_date_epoch=(record.materials or {}).get("source_date_epoch"),
                          audit=asdict(record.audit) if record.audit else None)
+
+
+def runs_on(record: ImageRecord) -> dict[str, str] | None:
+    """What a host needs for the image: what its build recorded, and the oldest Docker engine that pulls what was
+    pushed, where its layers need a newer one than this tool supports (min_docker; `build.py fit --docker`)."""
+    floor = record.push.min_docker if record.push else None
+    if floor is None:
+        return record.runs_on
+    return {**(record.runs_on or {}), "min_docker": floor}
 
 
 def built_from(record: ImageRecord) -> BuiltFrom | None:

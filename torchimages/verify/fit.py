@@ -9,11 +9,12 @@ from __future__ import annotations
 import importlib.util
 import platform as host_platform
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from types import ModuleType
 
-from ..errors import UserError
+from ..engine import engine_release
+from ..errors import UserError, visible
 from ..input import compat
 from ..input.grammar import PLATFORMS
 from ..input.specs import ImageSpec, Plan
@@ -46,6 +47,7 @@ class Host:
     capability: str | None
     gpu_name: str | None = None
     source: str = "given"  # 'given' on the command line, or 'nvidia-smi'
+    docker: str | None = None  # its Docker engine's version (--docker), for images whose pull needs a newer one
 
     def known_driver(self) -> str | None:
         return rules().driver_version(self.driver)
@@ -61,13 +63,14 @@ class Host:
     def describe(self) -> str:
         gpu = f"compute capability {self.known_capability() or 'unknown'}"
         gpu += f" ({self.gpu_name})" if self.gpu_name else ""
-        return f"{gpu}, driver {self.known_driver() or 'unknown'}, {self.platform} ({self.source})"
+        docker = f", Docker {self.docker}" if self.docker else ""
+        return f"{gpu}, driver {self.known_driver() or 'unknown'}{docker}, {self.platform} ({self.source})"
 
     def as_json(self) -> dict[str, object]:
         """The host as decided with: what is not known is null, and what nvidia-smi answered for it is under
         'unreadable'."""
         return {"platform": self.platform, "driver": self.known_driver(), "capability": self.known_capability(),
-                "gpu_name": self.gpu_name, "source": self.source, "unreadable": self.unreadable()}
+                "gpu_name": self.gpu_name, "docker": self.docker, "source": self.source, "unreadable": self.unreadable()}
 
 
 @dataclass(frozen=True)
@@ -98,8 +101,15 @@ def this_platform() -> str:
     return rules().platform_of(host_platform.machine())
 
 
-def host_from(driver: str | None, gpu: str | None, platform: str | None) -> Host:
+def host_from(driver: str | None, gpu: str | None, platform: str | None, docker: str | None = None) -> Host:
     """The host from the options; what they leave out is read from nvidia-smi here. Bad values are refused (exit 2)."""
+    if docker is not None and engine_release(docker) is None:
+        raise UserError(f"--docker {visible(docker)[:40]!r}: not a Docker engine version (`docker version` prints it as "
+                        "the server's Version, e.g. 20.10.24 or 27.3.1)")
+    return replace(host_of(driver, gpu, platform), docker=docker)
+
+
+def host_of(driver: str | None, gpu: str | None, platform: str | None) -> Host:
     if platform is not None and platform not in PLATFORMS:
         raise UserError(f"--platform {platform}: not a platform the matrix knows; valid: {', '.join(PLATFORMS)}")
     if driver is not None and rules().driver_version(driver) != driver:
@@ -204,12 +214,29 @@ def tag_fit(manifest: ReleaseManifest, name: str, items: list[ManifestImage], ho
     else:
         reasons = gpurules.findings(manifest_facts(mine), host.platform,
                                     {"capability": host.capability, "name": host.gpu_name}, host.driver)
+        if pulls := engine_finding(mine, host):
+            reasons.append(pulls)
     index = next((index for index in manifest.indexes if index.name == name), None)
     signature = index.signature if index else shown.signature
     return Fit(name, (shown.variant,), (mine.image,) if mine else (), shown.platform, bool(shown.versions.get("cuda")),
                gpurules.verdict(reasons), tuple(reasons),
                pull=f"{manifest.repository}:{manifest.pushed_tag(name if indexed else shown.image)}",
                signed_by=manifest.signed_by.fingerprint if signature and manifest.signed_by else None)
+
+
+def engine_finding(image: ManifestImage, host: Host) -> tuple[str, str] | None:
+    """Whether the host's Docker engine pulls the image: its layers may need a newer one than any this tool supports
+    (runs_on's min_docker, recorded at push from the layers the registry holds: zstd needs Docker 23.0)."""
+    floor = (image.runs_on or {}).get("min_docker")
+    if floor is None:  # gzip layers: every engine this tool supports pulls them
+        return None
+    found, needed = engine_release(host.docker or ""), engine_release(floor)
+    if found is None or needed is None:
+        return "unknown", (f"its layers need Docker {floor} or later to pull (zstd): give the host's as --docker VERSION "
+                           "(`docker version`, the server's)")
+    if found < needed:
+        return "fails", f"its layers need Docker {floor} or later to pull (zstd); this host's is {host.docker}"
+    return "runs", f"its layers need Docker {floor} or later to pull (zstd); this host's is {host.docker}"
 
 
 def manifest_fits(manifest: ReleaseManifest, host: Host) -> list[Fit]:

@@ -108,3 +108,57 @@ def test_the_command_takes_the_buildx_builder_by_option_or_environment(monkeypat
         assert build_options_from("v1", tmp_path, context.params, repository="r.example/x").buildx_builder == "fleet"
     with cli.build.make_context("build", ["--tag", "v1", "--buildx-builder", "other"]) as context:
         assert build_options_from("v1", tmp_path, context.params, repository="r.example/x").buildx_builder == "other"
+
+
+CONTAINERD = [["driver-type", "io.containerd.snapshotter.v1"]]
+
+
+def test_zstd_layers_are_exported_as_built_on_the_containerd_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--compression zstd: buildx's image exporter into the engine's store, every layer zstd under OCI media types,
+    instead of --load (whose layers the push gzips); gzip, the default, keeps --load."""
+    monkeypatch.setenv("DOCKER_HOST", SIDE)
+    cli = buildx_cli(tmp_path)
+    current = FakeEngine(version="26.1.5+dfsg1", driver_status=CONTAINERD).engine
+    zstd = BuildKitBuilder(current, cli, compression="zstd")
+    assert cli.command(zstd.selects, zstd.output) == [
+        cli.path, "buildx", "build", "--output=type=image,compression=zstd,force-compression=true,oci-mediatypes=true",
+        *NO_ATTESTATIONS]
+    gzip = BuildKitBuilder(current, cli)
+    assert gzip.output is None and "--load" in cli.command(gzip.selects, gzip.output)
+    # a builder of this engine (the docker driver, named by its context) keeps what it exported
+    assert BuildKitBuilder(current, cli, instance="sidectx", compression="zstd").output == zstd.output
+
+
+def test_zstd_where_the_layers_would_not_stay_so_is_one_line_before_any_build(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", SIDE)
+    cases = [
+        (lambda: builder_of(None, FakeEngine().engine, compression="zstd"),
+         "uses the classic builder (the default of this Docker 20.10.24 engine), whose layers the push gzips"),
+        (lambda: builder_of("classic", FakeEngine(version="27.3.1", driver_status=CONTAINERD).engine, compression="zstd"),
+         "uses the classic builder (--builder classic)"),
+        (lambda: BuildKitBuilder(FakeEngine().engine, buildx_cli(tmp_path), compression="zstd"),
+         "needs an engine with the containerd image store, which keeps the layers as BuildKit compressed them for the "
+         "push: Docker 20.10.24 here has the classic store"),
+        (lambda: BuildKitBuilder(FakeEngine(driver_status=CONTAINERD).engine,
+                                 BuildKitCli(str(fake_docker(tmp_path / "old", "20.10.24")), "20.10.24", buildx=False),
+                                 compression="zstd"),
+         "--compression zstd needs the buildx plugin"),
+        (lambda: BuildKitBuilder(FakeEngine(driver_status=CONTAINERD).engine, buildx_cli(tmp_path), instance="fleet",
+                                 compression="zstd"),
+         "--compression zstd with --buildx-builder fleet: a builder of another driver than docker loads the image"),
+    ]
+    for make, words in cases:
+        with pytest.raises(UserError) as refused:
+            make()
+        assert words in str(refused.value) and "\n" not in str(refused.value), refused.value
+
+
+def test_the_command_takes_the_compression_by_option_or_environment(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    monkeypatch.delenv("TORCHIMAGES_COMPRESSION", raising=False)
+    with cli.build.make_context("build", ["--tag", "v1"]) as context:
+        assert build_options_from("v1", tmp_path, context.params, repository="r.example/x").compression == "gzip"
+    monkeypatch.setenv("TORCHIMAGES_COMPRESSION", "zstd")
+    with cli.build.make_context("build", ["--tag", "v1"]) as context:
+        assert build_options_from("v1", tmp_path, context.params, repository="r.example/x").compression == "zstd"

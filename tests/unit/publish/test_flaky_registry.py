@@ -71,8 +71,13 @@ def digest_of(body: bytes) -> str:
     return f"sha256:{hashlib.sha256(body).hexdigest()}"
 
 
-def manifest_of(config: str) -> bytes:
-    return json.dumps({"schemaVersion": 2, "mediaType": MEDIA, "config": {"digest": config}}).encode()
+GZIP_LAYER = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+
+
+def manifest_of(config: str, layers: tuple[str, ...] = (GZIP_LAYER,)) -> bytes:
+    return json.dumps({"schemaVersion": 2, "mediaType": MEDIA, "config": {"digest": config},
+                       "layers": [{"mediaType": media_type, "digest": f"sha256:{n:064x}", "size": 1}
+                                  for n, media_type in enumerate(layers)]}).encode()
 
 
 @pytest.fixture(scope="module")
@@ -98,10 +103,12 @@ class PushingEngine(FakeEngine):
     def tag(self, image_id: str, repository: str, tag: str) -> None:
         assert image_id == IMAGE_ID
 
+    layers: tuple[str, ...] = (GZIP_LAYER,)  # the media types of the manifest the push puts
+
     def push(self, repository: str, tag: str, stream: bool, decode: bool,
              auth_config: dict[str, str] | None) -> Iterator[dict[str, Any]]:
         self.pushes += 1
-        body = manifest_of(IMAGE_ID)
+        body = manifest_of(IMAGE_ID, self.layers)
         self.registry.put_manifest(repository.split("/", 1)[1], tag, body, MEDIA)
         yield {"status": "Pushed", "id": "layer"}
         yield from self.said(tag, body)
@@ -236,4 +243,28 @@ def test_the_containerd_stores_push_says_its_digest_in_a_status_line(registry: t
     host, ca = registry
     outcome, engine, _ = push_one(host, ca, ContainerdStorePushingEngine)
     assert outcome.error is None and outcome.pushed and outcome.digest == digest_of(manifest_of(IMAGE_ID)), outcome
-    assert engine.pushes == 1
+    assert engine.pushes == 1 and outcome.min_docker is None  # gzip layers: every supported engine pulls them
+
+
+ZSTD_LAYER = "application/vnd.oci.image.layer.v1.tar+zstd"
+
+
+class ZstdPushingEngine(ContainerdStorePushingEngine):
+    """An image built with --compression zstd: the registry then holds its base's gzip layer beside zstd ones."""
+
+    layers = (GZIP_LAYER, ZSTD_LAYER, ZSTD_LAYER)
+
+
+class ForeignPushingEngine(ContainerdStorePushingEngine):
+    layers = (GZIP_LAYER, "text/html")
+
+
+def test_what_the_registry_holds_decides_which_engines_pull_it(registry: tuple[str, Path]) -> None:
+    """The push reads the layers' media types back from the registry: a zstd one needs Docker 23.0 to pull (recorded
+    in the report's push stage, and from there in the manifest's runs_on); a layer of no known type is an error."""
+    host, ca = registry
+    outcome, _, _ = push_one(host, ca, ZstdPushingEngine)
+    assert outcome.error is None and outcome.min_docker == "23.0" and outcome.stage().min_docker == "23.0", outcome
+    FlakyRegistry.manifests = {}  # another registry: the tag is not there yet
+    outcome, _, _ = push_one(host, ca, ForeignPushingEngine)
+    assert outcome.error and "a layer of no known media type" in outcome.error and outcome.min_docker is None, outcome

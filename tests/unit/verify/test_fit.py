@@ -320,3 +320,36 @@ def test_what_the_options_give_wins_over_what_nvidia_smi_reads(tmp_path: Path, m
 def test_a_gpu_named_as_nvidia_smi_prints_it_is_known(gpu: str, capability: str, name: str) -> None:
     """nvidia-smi's names carry the form factor after a hyphen (A100-SXM4-80GB): the model still names the GPU."""
     assert fit.gpu_capability(gpu) == (capability, name)
+
+
+def test_an_image_of_zstd_layers_runs_only_where_the_hosts_docker_pulls_them(tmp_path: Path) -> None:
+    """A tag whose pushed layers are zstd records min_docker 23.0 (push.runs_on): fit --docker says which hosts pull it,
+    without --docker it cannot tell, and a min_docker that is no engine release is refused (exit 2)."""
+    data = two_platform_release()
+    for image in data["images"]:
+        if image["platform"] == "linux/amd64":
+            image["runs_on"]["min_docker"] = "23.0"
+    path = write_manifest(tmp_path, data)
+
+    def ask(*docker: str) -> tuple[int, dict]:
+        result = run_build_py("fit", "--manifest", str(path), "--driver", "580.95.05", "--gpu", "9.0",
+                              "--platform", "linux/amd64", "--format", "json", *docker)
+        assert "Traceback" not in result.stderr, result.stderr
+        return result.returncode, {item["entry"]: item for item in json.loads(result.stdout)["images"]}
+
+    code, old = ask("--docker", "20.10.24+dfsg1")
+    assert code == 1 and old[CU130]["verdict"] == "fails", old[CU130]
+    assert "its layers need Docker 23.0 or later to pull (zstd); this host's is 20.10.24+dfsg1" in str(old[CU130]["reasons"])
+    code, current = ask("--docker", "26.1.5")
+    assert code == 0 and current[CU130]["verdict"] == "runs", current[CU130]
+    code, untold = ask()
+    assert code == 1 and untold[CU130]["verdict"] == "unknown" and "give the host's as --docker" in str(untold[CU130])
+    # the arm64 image's layers are gzip: no engine this tool supports is too old for it
+    code, arm64 = fit_json(path, "580.95.05", "GB10", "linux/arm64")
+    assert code == 0 and arm64[CU130]["verdict"] == "runs" and "Docker" not in str(arm64[CU130]["reasons"]), arm64
+    data["images"][0]["runs_on"]["min_docker"] = "23.0 8.0"
+    hostile = run_build_py("fit", "--manifest", str(write_manifest(tmp_path, data)), "--driver", "580.95.05",
+                           "--gpu", "9.0", "--docker", "27.0")
+    assert hostile.returncode == 2 and "min_docker" in hostile.stderr and "Traceback" not in hostile.stderr, hostile.stderr
+    bad = run_build_py("fit", "--manifest", str(path), "--driver", "580.95.05", "--gpu", "9.0", "--docker", "latest")
+    assert bad.returncode == 2 and "--docker 'latest': not a Docker engine version" in bad.stderr, bad.stderr
