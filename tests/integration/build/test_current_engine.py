@@ -9,8 +9,9 @@ session's budget (docs/engines.md):
 
 Here, on the containerd store: the CPU entry's release as a user runs it (built by the engine's default builder, BuildKit;
 its suite; its candidates pushed to the registry and promoted), an image's size the same quantity as on the classic
-store, the classic builder, and a named buildx builder (a docker context for this engine) chosen by
---buildx-builder. docs/engines.md holds what differs and the figures."""
+store, the classic builder, a named buildx builder (a docker context for this engine) chosen by --buildx-builder,
+and zstd layers (--compression zstd), which only this store keeps as built. docs/engines.md holds what differs and the
+figures."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ import pytest
 import yaml
 
 from tests.session import lanes
-from torchimages.engine import CONTAINERD_STORE, Engine
+from torchimages.engine import CONTAINERD_STORE, Engine, pull_floor
 from torchimages.input import matrix, specs
+from torchimages.registry import RegistryClient
 from torchimages.report import Report
 
 from ..conftest import (
@@ -196,3 +198,40 @@ def test_a_named_builder_that_does_not_exist_is_one_line_before_any_build(tmp_pa
                       env=dict(os.environ, DOCKER_HOST=lanes.current_engine()))
     assert result.returncode == 2, result.stderr
     assert "error: no buildx builder no-such-builder answers here" in result.stderr and not (tmp_path / "r.json").exists()
+
+
+# --- zstd layers (--compression zstd) --------------------------------------------------------------------------------
+
+def test_zstd_layers_are_built_counted_and_pushed_as_built_and_20_10_cannot_pull_them(
+        current: Engine, base_image: str, registry: Registry, tmp_path: Path) -> None:
+    """--compression zstd on this store: every layer zstd in the registry after a plain push (so the release records
+    min_docker 23.0, engine.pull_floor), the image's size still counted; the first engine, Docker 20.10, fails the pull
+    (the fact behind the floor), and refuses the option itself in one line before any build."""
+    spec, matrix_file, wheels = stub_entry(tmp_path)
+    build: EntryBuild = build_entry(spec, tmp_path, "--base-image", base_image, "--wheelhouse", str(wheels), "--offline",
+                                    "--builder", "buildkit", "--compression", "zstd", matrix_file=matrix_file,
+                                    release=f"{RELEASE}-zstd")
+    (record,) = build.report["images"]
+    assert record["result"] == "built" and record["size_bytes"] and record["size_bytes"] > 100_000_000, record
+    tag = f"{registry.host}/ml/zstd:{RELEASE}"
+    repository, _, name = tag.rpartition(":")
+    current.api.tag(record["tag"], repository, name)
+    auth = {"username": registry.user, "password": registry.password}
+    said = [chunk for chunk in current.api.push(repository, name, stream=True, decode=True, auth_config=auth)]
+    assert not [chunk for chunk in said if "error" in chunk], said[-3:]
+    client = RegistryClient(registry.host, username=registry.user, password=registry.password,
+                            ca=registry.folder / "ca.crt")
+    remote = client.tag("ml/zstd", name)
+    assert remote is not None and remote.layer_types == ("application/vnd.oci.image.layer.v1.tar+zstd",), remote
+    assert pull_floor(remote.layer_types) == "23.0"
+    first = first_engine()
+    with pytest.raises(docker.errors.APIError, match="invalid tar header"):
+        for chunk in first.pull(repository, name, stream=True, decode=True, auth_config=auth):
+            if "error" in chunk:
+                raise docker.errors.APIError(chunk["error"])
+    refused = build_py("build", "--tag", "v2.7", "--only", "torch*-cpu-*", "--builder", "buildkit", "--compression", "zstd",
+                       "--report", str(tmp_path / "r.json"), env=dict(os.environ, DOCKER_HOST=lanes.first_engine()))
+    assert refused.returncode == 2 and "needs an engine with the containerd image store" in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") <= 4 and not (tmp_path / "r.json").exists(), refused.stderr
+    current.api.remove_image(tag, force=True)
+    current.api.remove_image(record["tag"], force=True)
