@@ -312,8 +312,8 @@ def compressed_output(cli: BuildKitCli, engine: Engine, compression: str) -> str
     if engine.store() != CONTAINERD_STORE:
         raise UserError(f"--compression {compression} needs an engine with the containerd image store, which keeps the "
                         f"layers as BuildKit compressed them for the push: Docker {engine.version()} here has the "
-                        f"{engine.store()} store, whose push gzips every layer (docs/engines.md); build on Docker 23 or "
-                        "later with the containerd image store, or leave --compression out")
+                        f"{engine.store()} store, whose push gzips every layer (docs/engines.md); build on an engine with "
+                        "the containerd image store, or leave --compression out")
     return ZSTD_OUTPUT
 
 
