@@ -183,18 +183,22 @@ def layer_sizes(image: str) -> list[int]:
 
 
 def report(pulls: list[Pull], images: dict[str, str], rate: float) -> None:
+    """The medians of each image's pulls, with the ratio to the same image without unpigz (`x no unpigz`) and to the
+    first IMAGE pulled the same way (`x image 1`: two layouts of one image, today's first, side by side)."""
     print(f"\ncold pulls through the proxy at {rate / MB:.0f} MB/s per connection (median of the rounds)")
     print(f"{'image':<40} {'unpigz':>6} {'layers':>6} {'pull s':>7} {'downloaded by s':>15} {'extract s':>9}"
-          f" {'x its first':>11}")
+          f" {'x no unpigz':>11} {'x image 1':>9}")
+    baseline: dict[bool, float] = {}  # the first image's pull, per unpigz
     for name, remote in images.items():
         first: float | None = None  # the image's first row: the same image pulled without unpigz
         for pigz in sorted({p.pigz for p in pulls}):
             mine = [p for p in pulls if p.image == remote and p.pigz == pigz]
             seconds = statistics.median(p.seconds for p in mine)
             first = first or seconds
+            baseline.setdefault(pigz, seconds)
             print(f"{name[-40:]:<40} {'yes' if pigz else 'no':>6} {len(mine[0].layers):6d} {seconds:7.1f} "
                   f"{statistics.median(p.download for p in mine):15.1f} {statistics.median(p.extract for p in mine):9.1f}"
-                  f" {seconds / first:11.2f}")
+                  f" {seconds / first:11.2f} {seconds / baseline[pigz]:9.2f}")
     for name in images:
         sizes = layer_sizes(name)
         print(f"{name}: {len(sizes)} layers with files, largest {sizes[0] / MB:.0f} MB of {sum(sizes) / MB:.0f} MB "

@@ -96,15 +96,21 @@ def layer_holding(scan: Scan, suffix: str) -> int:
     return index
 
 
-def assert_layered_by_change(scans: dict[str, Scan], tags: dict[str, str]) -> None:
-    """An entry's images (variant -> tag) as the layered environment lays them out: in the base, torch and numpy in one layer, the
-    entry's `pip:` packages in the next, then only configuration; in every image, no file of the environment in two
-    layers (a variant adds its own files only)."""
+def assert_layered_by_change(scans: dict[str, Scan], tags: dict[str, str], pieces: list[str]) -> None:
+    """An entry's images (variant -> tag) as the layered environment lays them out: in the base, the torch layer in its
+    `pieces` (render.environment_pieces), each a layer of the environment's files only, torch in its own and numpy in
+    the last; the entry's `pip:` packages in the next layer, then only configuration; in every image, no file of the
+    environment in two layers (a variant adds its own files only)."""
     for variant, tag in tags.items():
         twice = files_in_two_layers(scans[tag])
         assert not twice, f"{variant}: {len(twice)} files in more than one layer, e.g. {sorted(twice)[:10]}"
     scan = scans[tags["base"]]
     torch, numpy = (layer_holding(scan, f"/site-packages/{name}/__init__.py") for name in ("torch", "numpy"))
-    assert numpy == torch, f"torch is in layer {torch}, numpy in layer {numpy}: numpy moves with every `pip:` change"
-    later = [name for files in scan.layer_files[torch + 2:] for name in files if "/site-packages/" in name]
+    first = numpy - len(pieces) + 1
+    assert torch == first + pieces.index("torch"), (
+        f"torch is in layer {torch}, numpy in layer {numpy}: not the pieces {pieces} in that order")
+    outside = [name for files in scan.layer_files[first:numpy + 1] for name in files
+               if not name.removeprefix("./").startswith(("opt/venv/", "opt/python/", "etc/pip/"))]
+    assert not outside, f"the torch layer's pieces hold files outside the environment: {outside[:10]}"
+    later = [name for files in scan.layer_files[numpy + 2:] for name in files if "/site-packages/" in name]
     assert not later, f"the layers after the environment's hold packages: {later[:10]}"

@@ -6,12 +6,14 @@ once per session; `test_buildkit.py --compare-builders` compares them with the c
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 
 import docker
 import pytest
 import yaml
 
+from torchimages.build import render
 from torchimages.verify.smoke import NO_GPU, SmokeResult, SmokeRunner, Target
 
 from .conftest import (
@@ -99,6 +101,22 @@ def test_cuda_report_gives_size_and_floor(cuda_build: EntryBuild) -> None:
         assert ratio < 1.05, f"{record['image']} weighs {ratio:.3f} times its floor: a layer repeats files"
         # below its floor an image cannot be: the floor meter counted something twice, or measured the wrong image
         assert ratio > 0.98, f"{record['image']} weighs {ratio:.3f} times its floor: the floor is overcounted"
+
+
+def test_the_cuda_torch_layer_is_in_pieces_a_pull_fetches_side_by_side(api: docker.APIClient, cuda_build: EntryBuild) -> None:
+    """The CUDA image's torch layer as render.environment_pieces lays it out (the CUDA libraries in four pieces, torch,
+    triton, the rest), each piece a layer of its own in that order, none empty, none more than half the environment's
+    bytes: a pull fetches three at a time, where it fetched one 2.9 GB layer alone (the file-level rules, each file in
+    one piece: test_rendered_behaviour.py; the layout of the CPU image, file by file: test_build_cpu.py)."""
+    sizes = {}  # piece -> the bytes of its layer, from the image's history (its COPY's line names the piece)
+    for step in reversed(api.history(cuda_build.tags["base"])):
+        if piece := re.search(r"COPY (?:--from=\S+ )?/tmp/torch-layer/([\w.-]+)/ /", step["CreatedBy"]):
+            sizes[piece[1]] = step["Size"]
+    print({piece: f"{size / 1e6:.0f} MB" for piece, size in sizes.items()})
+    assert list(sizes) == render.environment_pieces(cuda_build.spec), f"the image's pieces, in order: {list(sizes)}"
+    assert all(sizes.values()), f"an empty piece: {sizes}"
+    largest = max(sizes, key=sizes.get)
+    assert sizes[largest] < sum(sizes.values()) / 2, f"{largest} holds {sizes[largest] / sum(sizes.values()):.0%} of the environment"
 
 
 def test_cuda_variants_share_every_base_layer(api: docker.APIClient, cuda_build: EntryBuild) -> None:

@@ -91,6 +91,18 @@ def image_facts(spec: ImageSpec) -> dict[str, object]:
     return spec.host_facts()
 
 
+# The CUDA libraries' wheels (2.8 GB installed for cu121) in this many layers of their own: a pull fetches three layers
+# at once and extracts each as soon as the ones below it are, so pieces of a few hundred MB keep both busy (issue 52).
+CUDA_LIBRARY_PIECES = 4
+
+
+def environment_pieces(spec: ImageSpec) -> list[str]:
+    """The torch layer's pieces, each a layer, in the order they go into the image: what changes least first (the CUDA
+    libraries, torch, triton), and last the rest of what torch's install step puts in (files/split-environment.py)."""
+    cuda = [f"nvidia-{n}" for n in range(1, CUDA_LIBRARY_PIECES + 1)] + ["torch", "triton"] if spec.cuda else ["torch"]
+    return [*cuda, "environment"]
+
+
 def _description(spec: ImageSpec, variant: str) -> str:
     stack = f"PyTorch {spec.torch}, Python {spec.python}"
     if spec.cuda:
@@ -120,6 +132,7 @@ def _files(env: jinja2.Environment, plan: Plan, spec: ImageSpec, *, variant: str
         "image_facts": image_facts(spec),
         "default_platform": DEFAULT_PLATFORM,
         "devel_cuda_home": spec.devel_cuda_home or "",
+        "environment_pieces": environment_pieces(spec),
         "uses": [],  # what the rendered Dockerfile COPYs, declared by the template (macros.build_args)
         "buildkit": False,
     }
@@ -140,6 +153,8 @@ def _static_files(env: jinja2.Environment, variant: str, values: dict, *, build_
         "build-config/extra-ca.pem": "",
         "build-config/wheelhouse/.keep": "",
     } if build_config else {}
+    if "split-environment" in values["uses"]:  # declared by the template (macros.torch_layer)
+        files["build-config/split-environment.py"] = env.get_template("files/split-environment.py").render(values)
     names = {"base": ["image-doctor", "gpurules.py", "torchimages-entrypoint", "image.json"],
              "jupyter": ["jupyter_server_config.py", "jupyter-healthcheck"], "ssh": ["start-sshd", "sshd_config", "profile.sh"]}
     folder = {"base": "image"}

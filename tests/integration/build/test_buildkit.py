@@ -15,6 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from torchimages.build import render
 from torchimages.build.cache import CONTENT_LABEL
 
 from ...buildpy import build_py
@@ -136,7 +137,7 @@ def test_buildkit_lays_the_environment_out_by_how_often_it_changes(cpu_buildkit_
                                                                    buildkit_scans: dict[str, Scan]) -> None:
     """As the classic builder does (test_build_cpu.py): the torch layer, then the rest of the environment, each file
     in one layer."""
-    assert_layered_by_change(buildkit_scans, cpu_buildkit_build.tags)
+    assert_layered_by_change(buildkit_scans, cpu_buildkit_build.tags, render.environment_pieces(cpu_buildkit_build.spec))
 
 
 def test_bake_builds_the_base_with_the_layers_and_labels_of_build_py(api: docker.APIClient, cpu_build: EntryBuild,

@@ -9,6 +9,7 @@ import http.server
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import threading
@@ -197,26 +198,97 @@ def test_sshd_allows_keys_only_and_never_root(rendered: Path) -> None:
     assert {word.lower() for word in appended} <= {"hostkey", "pidfile", "setenv"}, appended
 
 
-def test_the_torch_layer_is_staged_with_every_time_clamped(rendered: Path, tmp_path: Path) -> None:
-    """The classic builder's torch step, its end run here on a venv-shaped tree: every file, folder and link (not the
-    link's target) newer than SOURCE_DATE_EPOCH gets that time, and the final image copies the staged tree to /
-    (docs/building.md, "Reproducible layers")."""
-    dockerfile = (rendered / CPU_ENTRY / "Dockerfile").read_text()
-    [clamp] = re.findall(r"(find /tmp/torch-layer -newermt [^\n]*?\{\} \+)", dockerfile.replace("\\\n", ""))
-    assert "COPY --from=builder /tmp/torch-layer/ /" in dockerfile
-    layer = tmp_path / "torch-layer"
-    site = layer / "opt" / "venv" / "lib" / "site-packages"
-    site.mkdir(parents=True)
-    (site / "alpha.py").write_text("x = 1\n")
-    target = tmp_path / "outside"
-    target.write_text("not in the layer\n")
-    (layer / "opt" / "venv" / "link").symlink_to(target)
+def fake_distribution(site: Path, name: str, files: dict[str, int]) -> None:
+    """A distribution as pip leaves it: its files (`files`: path from site-packages -> size) and a RECORD listing them."""
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir(parents=True)
+    for path, size in files.items():
+        (site / path).parent.mkdir(parents=True, exist_ok=True)
+        (site / path).write_bytes(b"x" * size)
+    (info / "RECORD").write_text("".join(f"{path},sha256=x,{size}\n" for path, size in files.items()) + f"{info.name}/RECORD,,\n")
+
+
+def staged_pieces(layer: Path) -> dict[str, str]:
+    """Each file and link under the pieces (its path in the image) -> the piece holding it; one held twice fails."""
+    held: dict[str, str] = {}
+    for piece in sorted(layer.iterdir()):
+        for path in piece.rglob("*"):
+            if path.is_symlink() or path.is_file():
+                name = "/" + str(path.relative_to(piece))
+                assert name not in held, f"{name} is in {held[name]} and in {piece.name}"
+                held[name] = piece.name
+    return held
+
+
+def test_the_torch_layer_is_staged_in_pieces_each_file_in_one_with_every_time_clamped(rendered: Path, tmp_path: Path) -> None:
+    """The classic builder's torch step, its end run here on a venv-shaped tree: each distribution's files whole in one
+    piece (torch, triton, the CUDA libraries shared by size among the nvidia pieces, the rest last), each file in one
+    piece, the environment the user's group's, folders as they were, every time clamped; the final image copies the
+    pieces in that order (docs/building.md, "The torch layer in pieces")."""
+    dockerfile = (rendered / CUDA_ENTRY / "Dockerfile").read_text().replace("\\\n", "")
+    [(split, pieces)] = re.findall(r"(/opt/venv/bin/python -S /tmp/build-config/split-environment.py /tmp/torch-layer "
+                                   r"(\S+) +\"\$\{USER_GID\}\" [^;]+);", dockerfile)
+    [clamp] = re.findall(r"(find /tmp/torch-layer -newermt [^\n]*?\{\} \+)", dockerfile)
+    spec = next(s for s in specs.resolve(matrix.load(ROOT / "matrix.yaml")).specs if s.name == CUDA_ENTRY)
+    assert pieces.split(",") == render.environment_pieces(spec) == [*(f"nvidia-{n}" for n in range(1, 5)), "torch", "triton",
+                                                                    "environment"]
+    final = dockerfile.split("# ---- final image")[-1]
+    assert re.findall(r"COPY --from=builder /tmp/torch-layer/(\S+)/ /", final) == pieces.split(",")
+    venv, python, pip_config = tmp_path / "opt/venv", tmp_path / "opt/python", tmp_path / "etc/pip"
+    site = venv / "lib/python3.11/site-packages"
+    for name, files in {"torch": {"torch/__init__.py": 10, "torch/lib/libtorch.so": 5000, "../../../bin/torchrun": 5},
+                        "triton": {"triton/__init__.py": 10},
+                        "nvidia_cudnn_cu12": {"nvidia/__init__.py": 0, "nvidia/cudnn/lib/libcudnn.so.8": 4000},
+                        "nvidia_cublas_cu12": {"nvidia/__init__.py": 0, "nvidia/cublas/lib/libcublas.so.12": 3000},
+                        "nvidia_nccl_cu12": {"nvidia/__init__.py": 0, "nvidia/nccl/lib/libnccl.so.2": 2000},
+                        "nvidia_cuda_runtime_cu12": {"nvidia/cuda_runtime/lib/libcudart.so.12": 500},
+                        "nvidia_nvtx_cu12": {"nvidia/nvtx/include/nvtx.h": 10},
+                        "numpy": {"numpy/__init__.py": 10}}.items():
+        fake_distribution(site, name, files)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin/python").symlink_to("/usr/bin/python3")
+    (venv / "include").mkdir()
+    site.chmod(0o2775)
+    python.mkdir()
+    pip_config.mkdir(parents=True)
+    (pip_config / "torchimages-constraints.txt").write_text("torch==2.3.1\n")
+    script = rendered / CUDA_ENTRY / "build-config" / "split-environment.py"
+    command = split.replace("/opt/venv/bin/python", sys.executable).replace("/tmp/build-config/split-environment.py", str(script))
+    for path in ("/tmp/torch-layer", "/opt/venv", "/opt/python", "/etc/pip"):
+        command, clamp = (text.replace(path, str(tmp_path / path.lstrip("/"))) for text in (command, clamp))
     epoch = 1767225600
-    subprocess.run(["bash", "-c", clamp.replace("/tmp/torch-layer", str(layer))],
-                   env={**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}, check=True, timeout=60)
+    for step in (command, clamp):
+        subprocess.run(["bash", "-c", step], env={**os.environ, "USER_GID": "4321", "SOURCE_DATE_EPOCH": str(epoch)},
+                       check=True, timeout=60, capture_output=True)
+    layer = tmp_path / "tmp/torch-layer"
+    held = {name.removeprefix(str(tmp_path)): piece for name, piece in staged_pieces(layer).items()}
+    source = {"/" + str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if (p.is_file() or p.is_symlink())
+              and layer not in p.parents}
+    assert set(held) == source, f"not staged: {sorted(source - set(held))}, staged from nowhere: {sorted(set(held) - source)}"
+    where = {name.removeprefix("/opt/venv/lib/python3.11/site-packages/"): piece for name, piece in held.items()}
+    assert {name: where[name] for name in ("torch/lib/libtorch.so", "/opt/venv/bin/torchrun", "triton/__init__.py",
+                                           "nvidia/cudnn/lib/libcudnn.so.8", "nvidia/__init__.py",
+                                           "nvidia/cublas/lib/libcublas.so.12", "nvidia/nccl/lib/libnccl.so.2",
+                                           "nvidia/cuda_runtime/lib/libcudart.so.12", "nvidia/nvtx/include/nvtx.h",
+                                           "numpy/__init__.py", "/opt/venv/pyvenv.cfg", "/opt/venv/bin/python",
+                                           "/etc/pip/torchimages-constraints.txt")} == {
+        "torch/lib/libtorch.so": "torch", "/opt/venv/bin/torchrun": "torch", "triton/__init__.py": "triton",
+        # the largest first, each into the piece holding the fewest bytes; a file three RECORDs list, into the first
+        "nvidia/cudnn/lib/libcudnn.so.8": "nvidia-1", "nvidia/__init__.py": "nvidia-1",
+        "nvidia/cublas/lib/libcublas.so.12": "nvidia-2", "nvidia/nccl/lib/libnccl.so.2": "nvidia-3",
+        "nvidia/cuda_runtime/lib/libcudart.so.12": "nvidia-4", "nvidia/nvtx/include/nvtx.h": "nvidia-4",
+        "numpy/__init__.py": "environment", "/opt/venv/pyvenv.cfg": "environment", "/opt/venv/bin/python": "environment",
+        "/etc/pip/torchimages-constraints.txt": "environment"}
+    staged_site = layer / "torch" / site.relative_to("/")
+    assert (layer / "environment" / (venv / "include").relative_to("/")).is_dir(), "an empty folder of the venv was left out"
+    assert not (layer / "torch" / pip_config.relative_to("/")).exists(), "a piece holds a folder with nothing of its own"
+    assert stat.S_IMODE(staged_site.stat().st_mode) == 0o2775, "a folder's mode was not kept"
+    for path in [staged_site, *staged_site.rglob("*"), layer / "environment" / venv.relative_to("/") / "bin/python"]:
+        assert (path.lstat().st_uid, path.lstat().st_gid) == (0, 4321), f"{path} is not the user group's"
+    constraints = layer / "environment" / pip_config.relative_to("/") / "torchimages-constraints.txt"
+    assert constraints.stat().st_gid == 0, "a file outside the venv was given the user's group"
     times = {path: path.lstat().st_mtime for path in [layer, *layer.rglob("*")]}
-    assert len(times) == 7 and all(mtime == epoch for mtime in times.values()), times
-    assert target.stat().st_mtime != epoch, "a link's target outside the layer was touched"
+    assert all(mtime == epoch for mtime in times.values()), [p for p, t in times.items() if t != epoch][:5]
 
 
 def test_each_steps_report_is_kept_in_name_order_and_pips_requested_marks_go(rendered: Path, tmp_path: Path) -> None:
