@@ -178,7 +178,7 @@ def cold_pull(remote: str, password: str, folder: Path, pigz: bool) -> Pull:
 
 def layer_sizes(image: str) -> list[int]:
     """The image's layers as this engine holds them (unpacked), largest first."""
-    history = docker.APIClient(timeout=600).history(image)
+    history = docker.from_env(timeout=600).api.history(image)  # DOCKER_HOST's engine, as the pushes
     return sorted((int(step["Size"]) for step in history if step["Size"]), reverse=True)
 
 
